@@ -1,0 +1,104 @@
+import fastifyJwt from '@fastify/jwt';
+import fp from 'fastify-plugin';
+import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { AppConfig } from '../config.js';
+import { ForbiddenError, UnauthorizedError } from '../errors.js';
+import type { KeyResolver } from './key-resolver.js';
+import type { Principal } from './principal.js';
+import type { Scope } from './scopes.js';
+import './principal.js';
+
+// Asymmetric algorithms only: with HMAC allowed, a public key could be replayed as a shared secret.
+const ALGORITHMS = ['ES256', 'ES384', 'ES512', 'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'EdDSA'] as const;
+
+export interface AuthPluginOptions {
+  auth: AppConfig['auth'];
+  keyResolver: KeyResolver;
+}
+
+async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
+  const { auth, keyResolver } = opts;
+  await app.register(fastifyJwt, {
+    secret: async (_request: FastifyRequest, token: unknown) => {
+      const header = (token as { header?: { kid?: string; alg?: string } }).header ?? {};
+      return keyResolver.resolve(header);
+    },
+    decode: { complete: true },
+    verify: {
+      algorithms: [...ALGORITHMS],
+      allowedIss: auth.issuer,
+      allowedAud: auth.audience,
+      clockTolerance: 30,
+      requiredClaims: ['exp'],
+      // A repeated token skips the signature check until it expires or the TTL passes.
+      cache: 10_000,
+      cacheTTL: 600_000,
+    },
+  });
+
+  app.decorateRequest('principal', null as unknown as Principal);
+
+  app.addHook('onRequest', async (request) => {
+    if (request.is404 || request.routeOptions.config.public === true) return;
+    request.principal = await authenticate(request, auth);
+  });
+}
+
+async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): Promise<Principal> {
+  const header = request.headers.authorization;
+  if (!header) throw new UnauthorizedError('Access token is missing', false);
+  if (!/^Bearer [A-Za-z0-9\-._~+/]+=*$/.test(header)) {
+    throw new UnauthorizedError('Authorization header must be "Bearer <access token>"');
+  }
+  let payload: Record<string, unknown>;
+  try {
+    const verified = (await request.jwtVerify()) as { payload?: Record<string, unknown> } | Record<string, unknown>;
+    payload = ('payload' in verified && verified.payload ? verified.payload : verified) as Record<string, unknown>;
+  } catch (error) {
+    request.log.info({ reason: (error as { code?: string }).code ?? (error as Error).message }, 'access token rejected');
+    if (error instanceof UnauthorizedError) throw error;
+    throw new UnauthorizedError('Access token is invalid or expired');
+  }
+  return toPrincipal(payload, auth);
+}
+
+export function toPrincipal(payload: Record<string, unknown>, auth: Pick<AppConfig['auth'], 'networkClaim' | 'rolesClaim'>): Principal {
+  const scopes = new Set<string>();
+  if (typeof payload.scope === 'string') for (const s of payload.scope.split(' ')) if (s) scopes.add(s);
+  for (const claim of ['scp', 'permissions']) {
+    const v = payload[claim];
+    if (Array.isArray(v)) for (const s of v) if (typeof s === 'string') scopes.add(s);
+    if (typeof v === 'string') for (const s of v.split(' ')) if (s) scopes.add(s);
+  }
+  const rawNetwork = payload[auth.networkClaim];
+  if (rawNetwork !== undefined && rawNetwork !== null && (typeof rawNetwork !== 'string' || rawNetwork.length === 0)) {
+    // A network claim we cannot read must not widen the token to every network.
+    throw new UnauthorizedError('Access token has an unreadable network claim');
+  }
+  const roles = payload[auth.rolesClaim];
+  const clientId = [payload.client_id, payload.azp, payload.sub].find((v): v is string => typeof v === 'string') ?? 'unknown';
+  return {
+    clientId,
+    scopes,
+    network: typeof rawNetwork === 'string' ? rawNetwork : null,
+    isAdmin: Array.isArray(roles) && roles.includes('admin'),
+  };
+}
+
+export function requireScope(...anyOf: Scope[]): onRequestAsyncHookHandler {
+  return async (request) => {
+    if (!anyOf.some((s) => request.principal.scopes.has(s))) {
+      throw new ForbiddenError(
+        anyOf.length === 1 ? `Access token lacks the scope ${anyOf[0]}` : `Access token needs one of the scopes ${anyOf.join(', ')}`,
+      );
+    }
+  };
+}
+
+export function requireAdmin(): onRequestAsyncHookHandler {
+  return async (request) => {
+    if (!request.principal.isAdmin) throw new ForbiddenError('Only admins may perform this operation');
+  };
+}
+
+export default fp(authPlugin, { name: 'auth' });

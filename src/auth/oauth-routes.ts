@@ -1,0 +1,88 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { AppConfig } from '../config.js';
+import type { Db } from '../db/database.js';
+import { OAuthError } from './oauth-error.js';
+import { SCOPES } from './scopes.js';
+import { listVerificationKeys } from './signing-keys-repository.js';
+import { publicJwks } from './signing-keys-service.js';
+import { parseBasicAuthorization, type TokenService } from './token-service.js';
+
+const tokenRequestBody = z
+  .object({
+    grant_type: z.string().describe('must be client_credentials'),
+    scope: z.string().optional().describe('space-separated subset of the client scopes'),
+    audience: z.string().optional(),
+    client_id: z.string().optional().describe('client_secret_post only'),
+    client_secret: z.string().optional().describe('client_secret_post only'),
+  })
+  .describe('application/x-www-form-urlencoded or application/json');
+
+const tokenResponse = z.object({
+  access_token: z.string(),
+  token_type: z.literal('Bearer'),
+  expires_in: z.number().int(),
+  scope: z.string(),
+});
+
+const oauthErrorBody = z.object({ error: z.string(), error_description: z.string() });
+
+export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig['auth']; tokens: TokenService }) {
+  const { db, auth, tokens } = opts;
+  const r = app.withTypeProvider<ZodTypeProvider>();
+
+  r.post(
+    '/oauth/token',
+    {
+      config: { public: true },
+      // Validation errors become RFC 6749 errors in the handler, not the API families' bodies.
+      attachValidation: true,
+      schema: {
+        tags: ['oauth'],
+        summary: 'Issue an access token (OAuth 2.0 client credentials grant)',
+        body: tokenRequestBody,
+        response: { 200: tokenResponse, 400: oauthErrorBody, 401: oauthErrorBody },
+      },
+    },
+    async (request, reply) => {
+      const basic = parseBasicAuthorization(request.headers.authorization);
+      if (basic === 'malformed') throw new OAuthError('invalid_client', 'malformed Basic credentials', true);
+      const body = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Record<string, unknown>;
+      const result = await tokens.clientCredentialsGrant({
+        grantType: body.grant_type,
+        scope: body.scope,
+        audience: body.audience,
+        basic,
+        bodyClientId: body.client_id,
+        bodyClientSecret: body.client_secret,
+      });
+      reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+      return result;
+    },
+  );
+
+  r.get(
+    '/.well-known/jwks.json',
+    { config: { public: true }, schema: { tags: ['oauth'], summary: 'Public keys that sign access tokens' } },
+    async (_request, reply) => {
+      reply.header('cache-control', 'public, max-age=300');
+      return publicJwks(await listVerificationKeys(db));
+    },
+  );
+
+  r.get(
+    '/.well-known/oauth-authorization-server',
+    { config: { public: true }, schema: { tags: ['oauth'], summary: 'Authorization server metadata (RFC 8414)' } },
+    async () => ({
+      issuer: auth.issuer,
+      token_endpoint: `${auth.issuer}/oauth/token`,
+      jwks_uri: `${auth.issuer}/.well-known/jwks.json`,
+      grant_types_supported: ['client_credentials'],
+      token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+      token_endpoint_auth_signing_alg_values_supported: [auth.signingAlg],
+      response_types_supported: ['token'],
+      scopes_supported: SCOPES,
+    }),
+  );
+}

@@ -1,0 +1,13 @@
+import { desc, isNull } from 'drizzle-orm';
+import type { Executor } from '../db/database.js';
+import { signingKeys } from './auth-schema.js';
+
+export type SigningKeyRow = typeof signingKeys.$inferSelect;
+
+export async function listVerificationKeys(db: Executor): Promise<SigningKeyRow[]> {
+  return db.select().from(signingKeys).where(isNull(signingKeys.retiredAt)).orderBy(desc(signingKeys.createdAt));
+}
+
+export async function insertSigningKey(db: Executor, row: typeof signingKeys.$inferInsert): Promise<void> {
+  await db.insert(signingKeys).values(row);
+}

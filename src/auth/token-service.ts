@@ -1,0 +1,130 @@
+import { createPrivateKey, randomUUID } from 'node:crypto';
+import { createSigner } from 'fast-jwt';
+import type { AppConfig } from '../config.js';
+import type { Db } from '../db/database.js';
+import { authenticateClient } from './clients-service.js';
+import { OAuthError } from './oauth-error.js';
+import { isScope, parseScopeList } from './scopes.js';
+import type { SigningKeyRow } from './signing-keys-repository.js';
+
+export interface TokenClaims {
+  clientId: string;
+  scopes: string[];
+  network?: string | null | undefined;
+  isAdmin?: boolean | undefined;
+  audience?: string | undefined;
+}
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+}
+
+export interface TokenRequest {
+  grantType: unknown;
+  scope: unknown;
+  audience: unknown;
+  // client credentials as presented, by Basic header or in the body
+  basic: { clientId: string; clientSecret: string } | null;
+  bodyClientId: unknown;
+  bodyClientSecret: unknown;
+}
+
+export type TokenService = ReturnType<typeof createTokenService>;
+
+export function createTokenService(deps: { db: Db; auth: AppConfig['auth']; key: SigningKeyRow }) {
+  const { auth, key } = deps;
+  const privatePem = createPrivateKey({ key: deps.key.privateJwk, format: 'jwk' }).export({ type: 'pkcs8', format: 'pem' }).toString();
+  const sign = createSigner({
+    key: privatePem,
+    algorithm: key.alg as 'ES256' | 'RS256',
+    kid: key.kid,
+    header: { alg: key.alg, typ: 'at+jwt' },
+    iss: auth.issuer,
+    expiresIn: auth.tokenTtlSeconds * 1000,
+  });
+
+  function issue(claims: TokenClaims): TokenResponse {
+    // RFC 9068 access token claims; network and roles use the configured claim names so that
+    // tokens from this issuer and from an external one read the same.
+    const payload: Record<string, unknown> = {
+      sub: claims.clientId,
+      client_id: claims.clientId,
+      aud: claims.audience ?? auth.audience,
+      jti: randomUUID(),
+      scope: claims.scopes.join(' '),
+    };
+    if (claims.network) payload[auth.networkClaim] = claims.network;
+    if (claims.isAdmin) payload[auth.rolesClaim] = ['admin'];
+    return {
+      access_token: sign(payload),
+      token_type: 'Bearer',
+      expires_in: auth.tokenTtlSeconds,
+      scope: claims.scopes.join(' '),
+    };
+  }
+
+  async function clientCredentialsGrant(req: TokenRequest): Promise<TokenResponse> {
+    const bodyId = optionalString(req.bodyClientId, 'client_id');
+    const bodySecret = optionalString(req.bodyClientSecret, 'client_secret');
+    if (req.basic && (bodyId !== undefined || bodySecret !== undefined)) {
+      throw new OAuthError('invalid_request', 'use exactly one client authentication method', true);
+    }
+    const clientId = req.basic?.clientId ?? bodyId;
+    const clientSecret = req.basic?.clientSecret ?? bodySecret;
+    if (req.grantType === undefined || req.grantType === '') {
+      throw new OAuthError('invalid_request', 'grant_type is required');
+    }
+    if (req.grantType !== 'client_credentials') {
+      throw new OAuthError('unsupported_grant_type', 'only the client_credentials grant is supported');
+    }
+    if (!clientId || !clientSecret) {
+      throw new OAuthError('invalid_client', 'client authentication is required', req.basic !== null || bodyId === undefined);
+    }
+    const scopeParam = optionalString(req.scope, 'scope');
+    const audience = optionalString(req.audience, 'audience');
+    if (audience !== undefined && audience !== auth.audience) {
+      throw new OAuthError('invalid_request', `audience must be ${auth.audience}`);
+    }
+    const client = await authenticateClient(deps.db, clientId, clientSecret);
+    if (!client) throw new OAuthError('invalid_client', 'client authentication failed', req.basic !== null);
+
+    let scopes = client.scopes;
+    if (scopeParam !== undefined && scopeParam.trim() !== '') {
+      const requested = parseScopeList(scopeParam);
+      const unknown = requested.filter((s) => !isScope(s));
+      if (unknown.length > 0) throw new OAuthError('invalid_scope', `unknown scope: ${unknown.join(' ')}`);
+      const notAllowed = requested.filter((s) => !client.scopes.includes(s));
+      if (notAllowed.length > 0) throw new OAuthError('invalid_scope', `scope not allowed for this client: ${notAllowed.join(' ')}`);
+      scopes = requested;
+    }
+    return issue({ clientId: client.id, scopes, network: client.network, isAdmin: client.isAdmin, audience });
+  }
+
+  return { issue, clientCredentialsGrant };
+}
+
+function optionalString(value: unknown, name: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw new OAuthError('invalid_request', `${name} must be a string`);
+  if (value.length > 4096) throw new OAuthError('invalid_request', `${name} is too long`);
+  return value;
+}
+
+export function parseBasicAuthorization(header: string | undefined): { clientId: string; clientSecret: string } | null | 'malformed' {
+  if (!header || !/^basic /i.test(header)) return null;
+  const decoded = Buffer.from(header.slice(6).trim(), 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return 'malformed';
+  try {
+    // RFC 6749 §2.3.1: id and secret are form-urlencoded before being joined.
+    return {
+      clientId: decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' ')),
+      clientSecret: decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' ')),
+    };
+  } catch {
+    return 'malformed';
+  }
+}

@@ -1,0 +1,80 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig } from './config.js';
+import { openDatabase } from './db/database.js';
+import { ClientInputError, createClient, listClients, revokeClient } from './auth/clients-service.js';
+import { parseScopeList } from './auth/scopes.js';
+
+const USAGE = `usage:
+  cli clients create --name NAME --scopes "read:sessionpayment write:asset" [--network ID] [--admin]
+  cli clients list
+  cli clients revoke CLIENT_ID`;
+
+type Command = (args: string[], db: Awaited<ReturnType<typeof openDatabase>>['db']) => Promise<number>;
+
+const commands: Record<string, Command> = {
+  'clients create': async (args, db) => {
+    const { values } = parseArgs({
+      args,
+      options: { name: { type: 'string' }, scopes: { type: 'string' }, network: { type: 'string' }, admin: { type: 'boolean' } },
+    });
+    if (!values.name || !values.scopes) throw new ClientInputError('--name and --scopes are required');
+    const client = await createClient(db, {
+      name: values.name,
+      scopes: parseScopeList(values.scopes),
+      network: values.network,
+      isAdmin: values.admin ?? false,
+    });
+    process.stdout.write(
+      `client created; the secret is shown only this once\n  client_id:     ${client.clientId}\n  client_secret: ${client.clientSecret}\n  scopes:        ${client.scopes.join(' ')}\n  network:       ${client.network ?? '(all networks)'}\n  admin:         ${client.isAdmin}\n`,
+    );
+    return 0;
+  },
+  'clients list': async (_args, db) => {
+    process.stdout.write(`${JSON.stringify(await listClients(db), null, 2)}\n`);
+    return 0;
+  },
+  'clients revoke': async (args, db) => {
+    const id = args[0];
+    if (!id) throw new ClientInputError('revoke needs a client id');
+    if (!(await revokeClient(db, id))) {
+      process.stderr.write(`no active client ${id}\n`);
+      return 1;
+    }
+    process.stdout.write(`client ${id} revoked; tokens it already holds stay valid until they expire\n`);
+    return 0;
+  },
+};
+
+export function registerCommand(name: string, command: Command) {
+  commands[name] = command;
+}
+
+export async function runCli(argv: string[]): Promise<number> {
+  const key = argv.slice(0, 2).join(' ');
+  const single = argv[0] ?? '';
+  const [name, rest] = commands[key] ? [key, argv.slice(2)] : commands[single] ? [single, argv.slice(1)] : [undefined, []];
+  if (!name) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const config = loadConfig();
+  const database = await openDatabase({ url: config.database.url, poolMax: 2, dataDir: config.database.dataDir });
+  try {
+    await database.withStartupLock(async () => undefined);
+    return await commands[name]!(rest, database.db);
+  } finally {
+    await database.close();
+  }
+}
+
+runCli(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof ClientInputError || error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n${USAGE}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

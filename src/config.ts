@@ -1,0 +1,104 @@
+import { z } from 'zod';
+
+const booleanString = z
+  .enum(['true', 'false', '1', '0'])
+  .transform((v) => v === 'true' || v === '1');
+
+const optionalUrl = z.url().optional();
+
+const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  TRUST_PROXY: booleanString.default(false),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .optional(),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(500).default(10),
+  DATA_DIR: z.string().min(1).default('./data'),
+  AUTH_JWKS_URL: optionalUrl,
+  AUTH_ISSUER: z.string().min(1).optional(),
+  AUTH_AUDIENCE: z.string().min(1).optional(),
+  AUTH_NETWORK_CLAIM: z.string().min(1).default('network'),
+  AUTH_ROLES_CLAIM: z.string().min(1).default('roles'),
+  AUTH_TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86_400).default(3600),
+  AUTH_SIGNING_ALG: z.enum(['ES256', 'RS256']).default('ES256'),
+  AUTH_JWKS_CACHE_TTL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
+  AUTH_JWKS_REFETCH_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
+  OCPP_MIN_SECURITY_PROFILE: z.coerce.number().int().min(1).max(3).default(2),
+  RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(6000),
+  RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).default(60),
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export interface AppConfig {
+  env: Env['NODE_ENV'];
+  host: string;
+  port: number;
+  logLevel: Env['LOG_LEVEL'];
+  trustProxy: boolean;
+  database: { url?: string | undefined; poolMax: number; dataDir: string };
+  auth: {
+    mode: 'embedded' | 'external';
+    jwksUrl?: string | undefined;
+    issuer: string;
+    audience: string;
+    networkClaim: string;
+    rolesClaim: string;
+    tokenTtlSeconds: number;
+    signingAlg: 'ES256' | 'RS256';
+    jwksCacheTtlSeconds: number;
+    jwksRefetchIntervalSeconds: number;
+  };
+  ocppMinSecurityProfile: 1 | 2 | 3;
+  rateLimit: { max: number; windowSeconds: number; redisUrl?: string | undefined };
+  shutdownTimeoutMs: number;
+}
+
+export class ConfigError extends Error {}
+
+const DEFAULT_AUDIENCE = 'charging-network-api';
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  // Empty strings in .env files mean "unset", not "invalid".
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(`invalid configuration: ${name}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  const external = e.AUTH_JWKS_URL !== undefined;
+  if (external && !e.AUTH_ISSUER) {
+    throw new ConfigError('invalid configuration: AUTH_ISSUER: required when AUTH_JWKS_URL is set');
+  }
+  return {
+    env: e.NODE_ENV,
+    host: e.HOST,
+    port: e.PORT,
+    logLevel: e.LOG_LEVEL,
+    trustProxy: e.TRUST_PROXY,
+    database: { url: e.DATABASE_URL, poolMax: e.DATABASE_POOL_MAX, dataDir: e.DATA_DIR },
+    auth: {
+      mode: external ? 'external' : 'embedded',
+      jwksUrl: e.AUTH_JWKS_URL,
+      issuer: e.AUTH_ISSUER ?? `http://localhost:${e.PORT}`,
+      audience: e.AUTH_AUDIENCE ?? DEFAULT_AUDIENCE,
+      networkClaim: e.AUTH_NETWORK_CLAIM,
+      rolesClaim: e.AUTH_ROLES_CLAIM,
+      tokenTtlSeconds: e.AUTH_TOKEN_TTL_SECONDS,
+      signingAlg: e.AUTH_SIGNING_ALG,
+      jwksCacheTtlSeconds: e.AUTH_JWKS_CACHE_TTL_SECONDS,
+      jwksRefetchIntervalSeconds: e.AUTH_JWKS_REFETCH_INTERVAL_SECONDS,
+    },
+    ocppMinSecurityProfile: e.OCPP_MIN_SECURITY_PROFILE as 1 | 2 | 3,
+    rateLimit: { max: e.RATE_LIMIT_MAX, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, redisUrl: e.REDIS_URL },
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+  };
+}

@@ -1,0 +1,78 @@
+import type { z } from 'zod';
+
+// Domain errors carry meaning, not HTTP bodies: the error plugin renders them in the family's shape.
+export type ErrorKind = 'bad_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'conflict';
+
+export interface ValidationIssue {
+  code: string;
+  message: string;
+  path: (string | number)[];
+}
+
+export class AppError extends Error {
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    // asset-management family error code (e.g. ASSET_NOT_FOUND); payments family ignores it
+    readonly code?: string,
+    readonly issues?: ValidationIssue[],
+  ) {
+    super(message);
+    this.name = 'AppError';
+  }
+}
+
+export class BadRequestError extends AppError {
+  constructor(message: string, issues?: ValidationIssue[]) {
+    super('bad_request', message, 'INVALID_REQUEST_PARAMETERS', issues ?? [{ code: 'custom', message, path: [] }]);
+  }
+}
+
+export class UnauthorizedError extends AppError {
+  constructor(
+    message = 'Access token is missing, invalid or expired',
+    readonly tokenPresent = true,
+    options?: { cause?: unknown },
+  ) {
+    super('unauthorized', message);
+    if (options?.cause !== undefined) this.cause = options.cause;
+  }
+}
+
+export class ForbiddenError extends AppError {
+  constructor(message = 'Access token lacks the required scope') {
+    super('forbidden', message);
+  }
+}
+
+export class NotFoundError extends AppError {
+  constructor(message: string, code = 'NOT_FOUND') {
+    super('not_found', message, code);
+  }
+}
+
+export class ConflictError extends AppError {
+  constructor(message: string, code = 'CONFLICT') {
+    super('conflict', message, code);
+  }
+}
+
+// Thrown by the validator compiler: keeps the ZodError so paths keep numeric indices.
+export class RequestValidationError extends Error {
+  readonly statusCode = 400;
+  constructor(
+    readonly part: string,
+    readonly zodError: z.ZodError,
+  ) {
+    super(zodError.issues[0]?.message ?? 'Invalid request');
+    this.name = 'RequestValidationError';
+  }
+
+  get issues(): ValidationIssue[] {
+    return this.zodError.issues.map((i) => ({
+      code: i.code,
+      message: i.message,
+      path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)),
+    }));
+  }
+}

@@ -1,0 +1,131 @@
+import fp from 'fastify-plugin';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, RequestValidationError, UnauthorizedError, type ValidationIssue } from '../errors.js';
+import { OAuthError } from '../auth/oauth-error.js';
+
+type Family = 'payments' | 'asset-management' | 'oauth' | 'plain';
+
+// The family follows the API a request addressed, so one status always has one body shape there.
+function familyOf(request: FastifyRequest): Family {
+  const url = request.url;
+  if (url.startsWith('/payments/')) return 'payments';
+  if (url.startsWith('/asset-management/')) return 'asset-management';
+  if (url.startsWith('/oauth/')) return 'oauth';
+  return 'plain';
+}
+
+const ASSET_TYPES: Record<number, string> = {
+  400: 'BAD_REQUEST',
+  404: 'NOT_FOUND',
+  409: 'CONFLICT',
+  500: 'INTERNAL_ERROR',
+};
+
+const PAYMENT_CODES: Record<number, string> = {
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  409: 'CONFLICT',
+  500: 'INTERNAL_SERVER_ERROR',
+};
+
+interface Rendered {
+  status: number;
+  message: string;
+  code?: string | undefined;
+  issues?: ValidationIssue[] | undefined;
+}
+
+function describeIssue(issue: ValidationIssue): string {
+  const where = issue.path.length > 0 ? issue.path.join('.') : 'request';
+  return `${where}: ${issue.message}`;
+}
+
+// Fastify's own 4xx (body parsing, content type, size) become 400s: clients get one shape per status.
+function fromFastifyError(error: FastifyError): Rendered | null {
+  const status = error.statusCode;
+  if (status === undefined || status < 400 || status >= 500) return null;
+  if (status === 429) return { status, message: error.message };
+  const messages: Record<string, string> = {
+    FST_ERR_CTP_BODY_TOO_LARGE: 'Request body is larger than 64 KiB',
+    FST_ERR_CTP_INVALID_MEDIA_TYPE: 'Content-Type must be application/json',
+    FST_ERR_CTP_EMPTY_JSON_BODY: 'Request body is empty but Content-Type is application/json',
+    FST_ERR_CTP_INVALID_JSON_BODY: 'Request body is not valid JSON',
+  };
+  const message =
+    messages[error.code] ?? (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH' ? 'Request body is not valid JSON' : error.message);
+  return { status: 400, message, issues: [{ code: 'custom', message, path: [] }] };
+}
+
+function render(error: unknown): Rendered {
+  if (error instanceof RequestValidationError) {
+    const issues = error.issues;
+    return { status: 400, message: issues.map(describeIssue).join('; '), code: 'INVALID_REQUEST_PARAMETERS', issues };
+  }
+  if (error instanceof AppError) {
+    const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, conflict: 409 }[error.kind];
+    const message = error.kind === 'bad_request' && error.issues?.length ? error.issues.map(describeIssue).join('; ') : error.message;
+    return { status, message, code: error.code, issues: error.issues };
+  }
+  const fastifyError = fromFastifyError(error as FastifyError);
+  if (fastifyError) return fastifyError;
+  return { status: 500, message: 'Internal server error' };
+}
+
+function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
+  const family = familyOf(request);
+  if (error instanceof OAuthError || family === 'oauth') {
+    const oauth =
+      error instanceof OAuthError
+        ? error
+        : render(error).status === 500
+          ? null
+          : new OAuthError('invalid_request', render(error).message);
+    if (oauth) {
+      if (oauth.statusCode === 401) reply.header('www-authenticate', oauth.basicChallenge ? 'Basic realm="oauth"' : 'Bearer');
+      return reply.code(oauth.statusCode).header('cache-control', 'no-store').send({ error: oauth.error, error_description: oauth.description });
+    }
+  }
+
+  const r = render(error);
+  if (r.status === 500) {
+    request.log.error({ err: error }, 'request failed');
+  }
+  if (r.status === 401) {
+    const challenge =
+      error instanceof UnauthorizedError && !error.tokenPresent
+        ? 'Bearer'
+        : `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`;
+    reply.header('www-authenticate', challenge);
+  }
+  reply.code(r.status);
+
+  if (r.status === 401 || r.status === 429) return reply.send({ message: r.message });
+  if (family === 'payments') {
+    if (r.status === 400) {
+      return reply.send({
+        success: false,
+        error: { name: 'ZodError', issues: r.issues ?? [{ code: 'custom', message: r.message, path: [] }] },
+      });
+    }
+    return reply.send({ code: PAYMENT_CODES[r.status] ?? 'ERROR', message: r.message, status: r.status });
+  }
+  if (family === 'asset-management') {
+    if (r.status === 403) return reply.send({ message: r.message });
+    const defaultCode = r.status === 400 ? 'INVALID_REQUEST_PARAMETERS' : r.status === 500 ? 'INTERNAL_SERVER_ERROR' : 'NOT_FOUND';
+    return reply.send({
+      type: ASSET_TYPES[r.status] ?? 'ERROR',
+      code: r.status === 500 ? 'INTERNAL_SERVER_ERROR' : (r.code ?? defaultCode),
+      message: r.message,
+    });
+  }
+  return reply.send({ message: r.message });
+}
+
+async function errorHandlerPlugin(app: FastifyInstance) {
+  app.setErrorHandler((error, request, reply) => send(request, reply, error));
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send({ message: `Route ${request.method} ${request.url.split('?')[0]} not found` });
+  });
+}
+
+export default fp(errorHandlerPlugin, { name: 'error-handler' });

@@ -1,0 +1,327 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  DEFAULT_SCRYPT_PARAMS,
+  OCPP_VERSIONS,
+  PASSWORD_RULES,
+  generatePassword,
+  hashPassword,
+  passwordProblem,
+  verifyPassword,
+  type OcppVersion,
+  type ScryptParams,
+} from '../../src/asset-management/passwords.js';
+
+// Written out independently of the implementation so a typo there cannot hide here.
+const LOWER = 'abcdefghijklmnopqrstuvwxyz';
+const UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
+const DIGITS = '0123456789';
+const SPECIALS = '*-_=:+|@.';
+const ALPHABET_201 = LOWER + UPPER + DIGITS + SPECIALS;
+const HEX = '0123456789abcdef';
+const HEX_ANY_CASE = '0123456789abcdefABCDEF';
+
+const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
+
+const repeat = (chars: string, length: number): string =>
+  Array.from({ length }, (_, i) => chars[i % chars.length]).join('');
+
+describe('OCPP_VERSIONS', () => {
+  it('lists both supported versions', () => {
+    expect([...OCPP_VERSIONS].sort()).toEqual(['1.6', '2.0.1']);
+  });
+
+  it('has a rule message for every version', () => {
+    for (const version of OCPP_VERSIONS) expect(PASSWORD_RULES[version]).toMatch(/\S/);
+  });
+});
+
+describe('passwordProblem, OCPP 2.0.1', () => {
+  const rule = PASSWORD_RULES['2.0.1'];
+
+  it('has a 71-character alphabet in the test oracle', () => {
+    expect(new Set(ALPHABET_201).size).toBe(71);
+  });
+
+  it.each([
+    [15, rule],
+    [16, null],
+    [40, null],
+    [41, rule],
+  ])('length %i → %s', (length, expected) => {
+    expect(passwordProblem('2.0.1', repeat(ALPHABET_201, length))).toBe(expected);
+  });
+
+  it('rejects the empty string', () => {
+    expect(passwordProblem('2.0.1', '')).toBe(rule);
+  });
+
+  it.each([...SPECIALS])('accepts the special character %s', (special) => {
+    expect(passwordProblem('2.0.1', special.repeat(16))).toBeNull();
+    expect(passwordProblem('2.0.1', 'aB3' + special + 'aB3aB3aB3aB3aB3aB3')).toBeNull();
+  });
+
+  it('accepts every alphabet character', () => {
+    for (const ch of ALPHABET_201) expect(passwordProblem('2.0.1', ch.repeat(20))).toBeNull();
+  });
+
+  it.each([' ', '#', '!', 'é', '\u0000', '/', '\n', '\t', '$', '%', '~', '😀'])(
+    'rejects %j inside an otherwise valid password',
+    (bad) => {
+      expect(passwordProblem('2.0.1', 'aaaaaaaaaaaaaaaaaaa' + bad)).toBe(rule);
+      expect(passwordProblem('2.0.1', bad + 'aaaaaaaaaaaaaaaaaaa')).toBe(rule);
+      expect(passwordProblem('2.0.1', 'aaaaaaaaa' + bad + 'aaaaaaaaaa')).toBe(rule);
+    },
+  );
+
+  it('rejects a trailing newline after a valid password', () => {
+    expect(passwordProblem('2.0.1', 'a'.repeat(20) + '\n')).toBe(rule);
+  });
+
+  it('property: any 16..40 string over the alphabet is valid', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: fc.constantFrom(...ALPHABET_201), minLength: 16, maxLength: 40 }),
+        (password) => passwordProblem('2.0.1', password) === null,
+      ),
+    );
+  });
+
+  it('property: any string with a character outside the alphabet is invalid', () => {
+    const outside = fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }).filter((c) => !ALPHABET_201.includes(c));
+    fc.assert(
+      fc.property(
+        // Start from a valid password so it is the foreign character, not the length, that fails it.
+        fc.string({ unit: fc.constantFrom(...ALPHABET_201), minLength: 16, maxLength: 40 }),
+        fc.nat(),
+        outside,
+        (valid, at, bad) => {
+          const i = at % valid.length;
+          const password = valid.slice(0, i) + bad + valid.slice(i + 1);
+          return passwordProblem('2.0.1', password) === rule;
+        },
+      ),
+    );
+  });
+});
+
+describe('passwordProblem, OCPP 1.6', () => {
+  const rule = PASSWORD_RULES['1.6'];
+
+  it.each([
+    [31, rule],
+    [32, null],
+    [33, rule],
+    [34, null],
+    [38, null],
+    [39, rule],
+    [40, null],
+    [41, rule],
+    [42, rule],
+  ])('length %i → %s', (length, expected) => {
+    expect(passwordProblem('1.6', repeat(HEX, length))).toBe(expected);
+  });
+
+  it('accepts upper-case and mixed-case hex', () => {
+    expect(passwordProblem('1.6', 'ABCDEF0123456789'.repeat(2))).toBeNull();
+    expect(passwordProblem('1.6', 'aBcDeF0123456789'.repeat(2))).toBeNull();
+  });
+
+  it.each(['g', 'G', 'x', ' ', '-', ':', 'é', '\u0000'])('rejects %j', (bad) => {
+    expect(passwordProblem('1.6', '0'.repeat(31) + bad)).toBe(rule);
+  });
+
+  it('rejects a valid 2.0.1 password that is not hex', () => {
+    expect(passwordProblem('1.6', 'abcdefghijklmnopqrstuvwxyzABCDEF')).toBe(rule);
+  });
+
+  it('property: whole bytes of hex, 16..20 of them, are valid', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: fc.constantFrom(...HEX_ANY_CASE), minLength: 16, maxLength: 20 }),
+        fc.string({ unit: fc.constantFrom(...HEX_ANY_CASE), minLength: 16, maxLength: 20 }),
+        (a, b) => {
+          const password = [...a].map((c, i) => c + (b[i] ?? '0')).join('');
+          return passwordProblem('1.6', password) === null;
+        },
+      ),
+    );
+  });
+
+  it('property: any other hex length is invalid', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 80 }).filter((n) => !(n >= 32 && n <= 40 && n % 2 === 0)),
+        (length) => passwordProblem('1.6', repeat(HEX, length)) === rule,
+      ),
+    );
+  });
+});
+
+describe('generatePassword', () => {
+  const expectations: Record<OcppVersion, { alphabet: string; pattern: RegExp }> = {
+    '2.0.1': { alphabet: ALPHABET_201, pattern: /^[a-zA-Z0-9*\-_=:+|@.]{40}$/ },
+    '1.6': { alphabet: HEX, pattern: /^[0-9a-f]{40}$/ },
+  };
+
+  it.each(OCPP_VERSIONS)('%s: 40 characters from the alphabet, valid for its version', (version) => {
+    for (let i = 0; i < 200; i++) {
+      const password = generatePassword(version);
+      expect(password).toMatch(expectations[version].pattern);
+      expect(passwordProblem(version, password)).toBeNull();
+    }
+  });
+
+  it.each(OCPP_VERSIONS)('%s: 1,000 generations are all distinct', (version) => {
+    const seen = new Set(Array.from({ length: 1000 }, () => generatePassword(version)));
+    expect(seen.size).toBe(1000);
+  });
+
+  it('property: a generated password always passes the rule of its version', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...OCPP_VERSIONS), (version) => passwordProblem(version, generatePassword(version)) === null),
+      { numRuns: 500 },
+    );
+  });
+
+  // Each character's count over n draws is Binomial(n, 1/k). Allowing 7 standard deviations
+  // either side makes a false failure about 2.6e-12 per character (normal tail), so below
+  // 1e-9 for the whole alphabet: never in practice. With 20,000 passwords (800,000 characters)
+  // the bound is about ±6.5% of the mean for 2.0.1 and ±3% for hex, tight enough to catch a
+  // missing character (count 0, also caught by the key comparison) and the classic `byte % 71`
+  // bias, which gives the first 43 characters 4/256 instead of 1/71 (+11%) and the rest −17%.
+  // A ±35% bound over 80,000 characters would be equally safe but would let that bias through.
+  it.each(OCPP_VERSIONS)('%s: character frequencies are uniform within 7 sigma', (version) => {
+    const { alphabet } = expectations[version];
+    const passwords = 20_000;
+    const counts = new Map<string, number>();
+    for (let i = 0; i < passwords; i++) {
+      for (const ch of generatePassword(version)) counts.set(ch, (counts.get(ch) ?? 0) + 1);
+    }
+    const n = passwords * 40;
+    const k = alphabet.length;
+    const mean = n / k;
+    const sigma = Math.sqrt(n * (1 / k) * (1 - 1 / k));
+    const bound = 7 * sigma;
+
+    expect([...counts.keys()].sort()).toEqual([...alphabet].sort());
+    for (const ch of alphabet) {
+      const count = counts.get(ch) ?? 0;
+      expect(Math.abs(count - mean), `count of ${JSON.stringify(ch)} = ${count}, mean ${mean.toFixed(1)}`).toBeLessThanOrEqual(bound);
+    }
+  });
+});
+
+describe('hashPassword / verifyPassword', () => {
+  const password = 'aB3*-_=:+|@.xyz0123456789';
+
+  it('verifies the password and rejects a different one', async () => {
+    const encoded = await hashPassword(password, FAST);
+    await expect(verifyPassword(password, encoded)).resolves.toBe(true);
+    await expect(verifyPassword(password + 'x', encoded)).resolves.toBe(false);
+    await expect(verifyPassword(password.slice(0, -1), encoded)).resolves.toBe(false);
+    await expect(verifyPassword(password.toUpperCase(), encoded)).resolves.toBe(false);
+    await expect(verifyPassword('', encoded)).resolves.toBe(false);
+  });
+
+  it('salts: two hashes of the same password differ and both verify', async () => {
+    const [a, b] = await Promise.all([hashPassword(password, FAST), hashPassword(password, FAST)]);
+    expect(a).not.toBe(b);
+    await expect(verifyPassword(password, a)).resolves.toBe(true);
+    await expect(verifyPassword(password, b)).resolves.toBe(true);
+  });
+
+  it('records its parameters, so a hash made with other parameters still verifies', async () => {
+    const encoded = await hashPassword(password, { N: 2048, r: 4, p: 2, keyLength: 64, saltLength: 32 });
+    expect(encoded).toMatch(/^scrypt\$N=2048,r=4,p=2\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/);
+    const [, , salt, key] = encoded.split('$');
+    expect(Buffer.from(salt!, 'base64')).toHaveLength(32);
+    expect(Buffer.from(key!, 'base64')).toHaveLength(64);
+    await expect(verifyPassword(password, encoded)).resolves.toBe(true);
+  });
+
+  it('never contains the password', async () => {
+    for (const version of OCPP_VERSIONS) {
+      const secret = generatePassword(version);
+      const encoded = await hashPassword(secret, FAST);
+      expect(encoded).not.toContain(secret);
+      expect(encoded).not.toContain(Buffer.from(secret).toString('base64'));
+      expect(encoded).not.toContain(Buffer.from(secret).toString('hex'));
+    }
+  });
+
+  it('returns false, without throwing, for malformed encoded strings', async () => {
+    const good = await hashPassword(password, FAST);
+    const [, , salt, key] = good.split('$');
+    const malformed: unknown[] = [
+      '',
+      'garbage',
+      password,
+      good.slice(0, -1),
+      good.slice(0, -3),
+      good.replace(/=+$/, ''), // unpadded base64 does not round-trip
+      good + '$',
+      good.replace('scrypt$', 'argon2id$'),
+      good.replace('N=1024', 'N=1000'), // not a power of two
+      good.replace('N=1024', 'N=0'),
+      good.replace('N=1024', 'N=1'),
+      good.replace('N=1024', 'N=01024'),
+      good.replace('N=1024', 'N=1073741824'), // would need 1 TiB
+      good.replace('r=8', 'r=0'),
+      good.replace('r=8', 'r=999'),
+      good.replace('p=1', 'p=0'),
+      good.replace('p=1', 'p=-1'),
+      good.replace('N=1024,r=8,p=1', 'r=8,N=1024,p=1'),
+      `scrypt$N=1024,r=8,p=1$$${key}`,
+      `scrypt$N=1024,r=8,p=1$${salt}$`,
+      `scrypt$N=1024,r=8,p=1$${salt}$!!!!`,
+      `scrypt$N=1024,r=8,p=1$${salt}$${key}\n`,
+      `scrypt$N=1024,r=8,p=1$${salt}$${Buffer.alloc(4).toString('base64')}`, // key too short
+      null,
+      undefined,
+      42,
+    ];
+    for (const encoded of malformed) {
+      await expect(verifyPassword(password, encoded as string), JSON.stringify(encoded)).resolves.toBe(false);
+    }
+  });
+
+  it('rejects a tampered hash of the right length', async () => {
+    const encoded = await hashPassword(password, FAST);
+    const parts = encoded.split('$');
+    const key = Buffer.from(parts[3]!, 'base64');
+    key[0]! ^= 1;
+    parts[3] = key.toString('base64');
+    await expect(verifyPassword(password, parts.join('$'))).resolves.toBe(false);
+  });
+
+  it('refuses parameters outside its bounds when hashing', async () => {
+    await expect(hashPassword(password, { ...FAST, N: 1000 })).rejects.toThrow(RangeError);
+    await expect(hashPassword(password, { ...FAST, saltLength: 4 })).rejects.toThrow(RangeError);
+    await expect(hashPassword(password, { ...FAST, keyLength: 8 })).rejects.toThrow(RangeError);
+  });
+
+  it('works with DEFAULT_SCRYPT_PARAMS and records them', async () => {
+    const { N, r, p } = DEFAULT_SCRYPT_PARAMS;
+    expect(DEFAULT_SCRYPT_PARAMS.N).toBeGreaterThanOrEqual(2 ** 15);
+    expect(DEFAULT_SCRYPT_PARAMS.saltLength).toBeGreaterThanOrEqual(16);
+    const encoded = await hashPassword(password);
+    expect(encoded.startsWith(`scrypt$N=${N},r=${r},p=${p}$`)).toBe(true);
+    await expect(verifyPassword(password, encoded)).resolves.toBe(true);
+    await expect(verifyPassword('not-' + password, encoded)).resolves.toBe(false);
+  });
+
+  it('does not block the event loop while hashing with the default parameters', async () => {
+    let ticks = 0;
+    const timer = setInterval(() => {
+      ticks++;
+    }, 5);
+    try {
+      await hashPassword(password);
+    } finally {
+      clearInterval(timer);
+    }
+    // A synchronous scrypt would leave the timer no chance to fire before the hash is done.
+    expect(ticks).toBeGreaterThanOrEqual(3);
+  });
+});

@@ -1,0 +1,63 @@
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type AppConfig } from '../../src/config.js';
+import type { Database } from '../../src/db/database.js';
+import { createTestDatabase } from './test-database.js';
+
+export interface TokenOptions {
+  scopes: string[];
+  network?: string | null;
+  admin?: boolean;
+  clientId?: string;
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  config: AppConfig;
+  database: Database;
+  // "Bearer <jwt>" from the app's own embedded issuer
+  bearer(options: TokenOptions): string;
+  logLines(): string[];
+  close(): Promise<void>;
+}
+
+export interface TestAppOptions {
+  env?: Record<string, string>;
+  captureLogs?: boolean;
+}
+
+export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const lines: string[] = [];
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: options.captureLogs ? 'info' : 'silent',
+    RATE_LIMIT_MAX: '0',
+    ...options.env,
+  });
+  const database = await createTestDatabase();
+  const logStream = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(...String(chunk).split('\n').filter((l) => l.length > 0));
+      cb();
+    },
+  });
+  const app = await buildApp(config, { database, logStream });
+  await app.ready();
+  return {
+    app,
+    config,
+    database,
+    bearer({ scopes, network, admin, clientId }) {
+      const tokens = app.services.tokens;
+      if (!tokens) throw new Error('bearer() needs the embedded issuer');
+      const { access_token } = tokens.issue({ clientId: clientId ?? 'cli_test', scopes, network: network ?? null, isAdmin: admin ?? false });
+      return `Bearer ${access_token}`;
+    },
+    logLines: () => lines,
+    async close() {
+      await app.close();
+      await database.close();
+    },
+  };
+}
