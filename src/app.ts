@@ -19,6 +19,8 @@ import { oauthRoutes } from './auth/oauth-routes.js';
 import errorHandler from './plugins/error-handler.js';
 import observability from './plugins/observability.js';
 import openapi from './plugins/openapi.js';
+import { paymentsRoutes } from './payments/payments-routes.js';
+import { assetManagementRoutes } from './asset-management/asset-management-routes.js';
 
 export interface BuildOptions {
   // Tests hand in a fresh database; production opens the one the config names.
@@ -153,6 +155,9 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
       await oauth.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: tokenService });
     });
   }
+
+  await app.register(paymentsRoutes);
+  await app.register(assetManagementRoutes);
 
   return app;
 }
