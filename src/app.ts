@@ -93,7 +93,9 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     },
     bodyLimit: BODY_LIMIT,
     trustProxy: config.trustProxy,
-    routerOptions: { ignoreTrailingSlash: true },
+    // Long enough for any id the API accepts (128 characters), so over-long ids reach validation
+    // and get the family's 400 instead of an unmatched-route 404.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(zodValidatorCompiler);
@@ -131,17 +133,29 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
 
   await app.register(errorHandler);
   if (config.rateLimit.max > 0) {
+    // Counters in Redis hold the limit across replicas; without it each process counts alone.
+    const redis = config.rateLimit.redisUrl ? new Redis(config.rateLimit.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
+    if (redis) app.addHook('onClose', async () => void (await redis.quit().catch(() => undefined)));
     await app.register(fastifyRateLimit, {
-      global: true,
+      // Not per route: the root hook below counts every request exactly once.
+      global: false,
       max: config.rateLimit.max,
       timeWindow: config.rateLimit.windowSeconds * 1000,
-      // Counters in Redis hold the limit across replicas; without it each process counts alone.
-      ...(config.rateLimit.redisUrl ? { redis: new Redis(config.rateLimit.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1 }) } : {}),
+      // A Redis outage must not turn every request into a 500: the limit is protection, not state.
+      skipOnError: true,
+      ...(redis ? { redis } : {}),
       errorResponseBuilder: (_request, context) => {
         const error = new Error(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`) as Error & { statusCode: number };
         error.statusCode = 429;
         return error;
       },
+    });
+    // Route-level hooks run after the app-level auth hook, so requests rejected with 401 (token
+    // spraying) or 404 would never be counted. This root hook, added before auth, counts them all;
+    // routes marked `rateLimit: false` (health, metrics) are exempt so probes never see 429.
+    const limit = app.rateLimit();
+    app.addHook('onRequest', async function (request, reply) {
+      if (request.routeOptions.config.rateLimit !== false) await limit.call(this, request, reply);
     });
   }
   await app.register(observability, { database });

@@ -4,7 +4,7 @@ const booleanString = z
   .enum(['true', 'false', '1', '0'])
   .transform((v) => v === 'true' || v === '1');
 
-const optionalUrl = z.url().optional();
+const optionalUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional();
 
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),

@@ -28,7 +28,8 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
       algorithms: [...ALGORITHMS],
       allowedIss: auth.issuer,
       allowedAud: auth.audience,
-      clockTolerance: 30,
+      // fast-jwt takes milliseconds: 30 s of clock skew
+      clockTolerance: 30_000,
       requiredClaims: ['exp'],
       // A repeated token skips the signature check until it expires or the TTL passes.
       cache: 10_000,
@@ -47,7 +48,8 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
 async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): Promise<Principal> {
   const header = request.headers.authorization;
   if (!header) throw new UnauthorizedError('Access token is missing', false);
-  if (!/^Bearer [A-Za-z0-9\-._~+/]+=*$/.test(header)) {
+  // The scheme is case-insensitive (RFC 7235 §2.1); the token is RFC 6750's b64token.
+  if (!/^Bearer [A-Za-z0-9\-._~+/]+=*$/i.test(header)) {
     throw new UnauthorizedError('Authorization header must be "Bearer <access token>"');
   }
   let payload: Record<string, unknown>;

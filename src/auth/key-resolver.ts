@@ -1,5 +1,4 @@
-import { createPublicKey } from 'node:crypto';
-import buildGetJwks from 'get-jwks';
+import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { UnauthorizedError } from '../errors.js';
 import type { Db } from '../db/database.js';
 import { listVerificationKeys } from './signing-keys-repository.js';
@@ -22,35 +21,85 @@ class RefetchThrottle {
     this.last = now;
     return true;
   }
+  // Any fetch, whatever caused it, counts: the keys it brought are as fresh as a refetch's.
+  note(now = Date.now()): void {
+    this.last = Math.max(this.last, now);
+  }
 }
 
+interface PublishedKey {
+  pem: string;
+  alg?: string | undefined;
+}
+
+// Caches the provider's whole key set, not one key per lookup: after one fetch every published
+// kid resolves, so a second signing key (rotation overlap) is never refused by the refetch throttle.
 export function createJwksKeyResolver(options: {
   jwksUrl: string;
   cacheTtlSeconds: number;
   refetchIntervalSeconds: number;
+  fetchTimeoutMs?: number;
 }): KeyResolver {
-  // get-jwks builds the JWKS address from a "domain" and a path; we split the configured URL so
-  // the address never comes from the token (its iss), which would let a token pick our fetch target.
-  const url = new URL(options.jwksUrl);
-  const domain = `${url.origin}/`;
-  const jwksPath = `${url.pathname.replace(/^\//, '')}${url.search}`;
-  const jwks = buildGetJwks({ jwksPath, ttl: options.cacheTtlSeconds * 1000, max: 100 });
-  const throttle = new RefetchThrottle(options.refetchIntervalSeconds * 1000);
+  const ttlMs = options.cacheTtlSeconds * 1000;
+  const retryMs = options.refetchIntervalSeconds * 1000;
+  const throttle = new RefetchThrottle(retryMs);
+  let keys = new Map<string, PublishedKey>();
+  let fetchedAt = Number.NEGATIVE_INFINITY;
+  let inFlight: Promise<void> | null = null;
+
+  async function fetchKeys(): Promise<void> {
+    // The address is the configured one, never one named by a token (its iss or jku).
+    const response = await fetch(options.jwksUrl, {
+      headers: { accept: 'application/json' },
+      signal: AbortSignal.timeout(options.fetchTimeoutMs ?? 5000),
+    });
+    if (!response.ok) throw new Error(`JWKS answered HTTP ${response.status}`);
+    const body = (await response.json()) as { keys?: unknown };
+    if (!Array.isArray(body.keys)) throw new Error('JWKS document has no keys array');
+    const next = new Map<string, PublishedKey>();
+    for (const jwk of body.keys as Record<string, unknown>[]) {
+      if (typeof jwk?.kid !== 'string' || (jwk.use !== undefined && jwk.use !== 'sig')) continue;
+      try {
+        const pem = createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString();
+        next.set(jwk.kid, { pem, alg: typeof jwk.alg === 'string' ? jwk.alg : undefined });
+      } catch {
+        // A key we cannot read (unknown kty/curve) cannot have signed a token we accept.
+      }
+    }
+    keys = next;
+    fetchedAt = Date.now();
+  }
+
+  function refresh(): Promise<void> {
+    throttle.note();
+    inFlight ??= fetchKeys()
+      .catch((error: unknown) => {
+        // Keep serving the keys we have, and wait a refetch interval before asking again.
+        fetchedAt = Math.max(fetchedAt, Date.now() - ttlMs + retryMs);
+        throw error;
+      })
+      .finally(() => {
+        inFlight = null;
+      });
+    return inFlight;
+  }
+
   return {
     async resolve(header) {
       const { kid, alg } = header;
       if (!kid || !alg) throw new UnauthorizedError('Access token header has no key id');
-      const cacheKey = jwks.generateCacheKey(alg, kid, domain);
-      if (jwks.cache.get(cacheKey) === undefined && jwks.staleCache.get(cacheKey) === undefined && !throttle.tryAcquire()) {
-        throw new UnauthorizedError('Access token is signed with an unknown key');
+      const expired = Date.now() - fetchedAt > ttlMs;
+      if (expired || (!keys.has(kid) && throttle.tryAcquire())) {
+        try {
+          await refresh();
+        } catch (cause) {
+          if (!keys.has(kid)) throw new UnauthorizedError('Access token is signed with an unknown key', true, { cause });
+        }
       }
-      try {
-        return await jwks.getPublicKey({ domain, alg, kid });
-      } catch (cause) {
-        // get-jwks reports unknown kids and fetch failures alike; to the client both are an
-        // unusable token, never a 500.
-        throw new UnauthorizedError('Access token is signed with an unknown key', true, { cause });
-      }
+      const key = keys.get(kid);
+      if (!key) throw new UnauthorizedError('Access token is signed with an unknown key');
+      if (key.alg && alg && key.alg !== alg) throw new UnauthorizedError('Access token algorithm does not match its key');
+      return key.pem;
     },
   };
 }
@@ -66,6 +115,7 @@ export function createDatabaseKeyResolver(options: {
   const throttle = new RefetchThrottle(options.refetchIntervalSeconds * 1000);
 
   async function load(): Promise<void> {
+    throttle.note();
     inFlight ??= (async () => {
       try {
         const rows = await listVerificationKeys(options.db);

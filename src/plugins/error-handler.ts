@@ -74,10 +74,11 @@ function render(error: unknown): Rendered {
 function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   const family = familyOf(request);
   if (error instanceof OAuthError || family === 'oauth') {
+    // 500 and 429 keep their own status (a throttled token request is not an invalid_request).
     const oauth =
       error instanceof OAuthError
         ? error
-        : render(error).status === 500
+        : [500, 429].includes(render(error).status)
           ? null
           : new OAuthError('invalid_request', render(error).message);
     if (oauth) {

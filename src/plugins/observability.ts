@@ -26,8 +26,10 @@ async function observabilityPlugin(app: FastifyInstance, opts: { database: Datab
   });
 
   const hidden = { hide: true } as const;
-  app.get('/healthz', { config: { public: true }, schema: hidden }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { config: { public: true }, schema: hidden }, async (request, reply) => {
+  // Probes and scrapers poll from one address; they must never be rate limited into "down".
+  const probe = { public: true, rateLimit: false } as const;
+  app.get('/healthz', { config: probe, schema: hidden }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { config: probe, schema: hidden }, async (request, reply) => {
     try {
       await opts.database.ping();
       return { status: 'ready' };
@@ -36,7 +38,7 @@ async function observabilityPlugin(app: FastifyInstance, opts: { database: Datab
       return reply.code(503).send({ message: 'database is not answering' });
     }
   });
-  app.get('/metrics', { config: { public: true }, schema: hidden }, async (_request, reply) => {
+  app.get('/metrics', { config: probe, schema: hidden }, async (_request, reply) => {
     reply.header('content-type', registry.contentType);
     return registry.metrics();
   });

@@ -1,0 +1,153 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
+}
+
+function expectRejected(env: Record<string, string>, variable: string) {
+  const error = configError(env);
+  expect(error.message.startsWith(`invalid configuration: ${variable}: `)).toBe(true);
+  expect(error.message).not.toContain('\n');
+}
+
+describe('loadConfig', () => {
+  it('has safe defaults for an empty environment', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      env: 'development',
+      host: '127.0.0.1',
+      port: 3000,
+      logLevel: 'info',
+      trustProxy: false,
+      database: { url: undefined, poolMax: 10, dataDir: './data' },
+      ocppMinSecurityProfile: 2,
+      rateLimit: { max: 6000, windowSeconds: 60, redisUrl: undefined },
+      shutdownTimeoutMs: 10_000,
+    });
+    expect(config.auth).toMatchObject({
+      mode: 'embedded',
+      jwksUrl: undefined,
+      issuer: 'http://localhost:3000',
+      networkClaim: 'network',
+      rolesClaim: 'roles',
+      tokenTtlSeconds: 3600,
+      signingAlg: 'ES256',
+    });
+    expect(config.auth.audience.length).toBeGreaterThan(0);
+  });
+
+  it('treats empty strings as unset', () => {
+    const config = loadConfig({ PORT: '', HOST: '', DATABASE_URL: '', AUTH_JWKS_URL: '' });
+    expect(config.port).toBe(3000);
+    expect(config.host).toBe('127.0.0.1');
+    expect(config.database.url).toBeUndefined();
+    expect(config.auth.mode).toBe('embedded');
+  });
+
+  it('reads explicit values', () => {
+    const config = loadConfig({
+      HOST: '0.0.0.0',
+      PORT: '8080',
+      LOG_LEVEL: 'warn',
+      TRUST_PROXY: 'true',
+      DATABASE_URL: 'postgresql://app@db:5432/charging',
+      OCPP_MIN_SECURITY_PROFILE: '3',
+      AUTH_SIGNING_ALG: 'RS256',
+      REDIS_URL: 'redis://cache:6379',
+    });
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 8080, logLevel: 'warn', trustProxy: true, ocppMinSecurityProfile: 3 });
+    expect(config.database.url).toBe('postgresql://app@db:5432/charging');
+    expect(config.auth.signingAlg).toBe('RS256');
+    expect(config.auth.issuer).toBe('http://localhost:8080');
+    expect(config.rateLimit.redisUrl).toBe('redis://cache:6379');
+  });
+
+  it('switches to the external identity provider with AUTH_JWKS_URL + AUTH_ISSUER', () => {
+    const config = loadConfig({
+      AUTH_JWKS_URL: 'https://idp.example/.well-known/jwks.json',
+      AUTH_ISSUER: 'https://idp.example/',
+      AUTH_AUDIENCE: 'https://api.example',
+    });
+    expect(config.auth).toMatchObject({
+      mode: 'external',
+      jwksUrl: 'https://idp.example/.well-known/jwks.json',
+      issuer: 'https://idp.example/',
+      audience: 'https://api.example',
+    });
+  });
+
+  it.each([
+    [{ PORT: 'notaport' }, 'PORT'],
+    [{ PORT: '70000' }, 'PORT'],
+    [{ PORT: '-1' }, 'PORT'],
+    [{ PORT: '80.5' }, 'PORT'],
+    [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL'],
+    [{ LOG_LEVEL: 'INFO ' }, 'LOG_LEVEL'],
+    [{ DATABASE_URL: 'mysql://root@localhost/db' }, 'DATABASE_URL'],
+    [{ DATABASE_URL: 'localhost:5432' }, 'DATABASE_URL'],
+    [{ OCPP_MIN_SECURITY_PROFILE: '0' }, 'OCPP_MIN_SECURITY_PROFILE'],
+    [{ OCPP_MIN_SECURITY_PROFILE: '4' }, 'OCPP_MIN_SECURITY_PROFILE'],
+    [{ OCPP_MIN_SECURITY_PROFILE: '2.5' }, 'OCPP_MIN_SECURITY_PROFILE'],
+    [{ OCPP_MIN_SECURITY_PROFILE: 'two' }, 'OCPP_MIN_SECURITY_PROFILE'],
+    [{ AUTH_SIGNING_ALG: 'HS256' }, 'AUTH_SIGNING_ALG'],
+    [{ AUTH_JWKS_URL: 'not a url', AUTH_ISSUER: 'https://idp.example' }, 'AUTH_JWKS_URL'],
+    [{ AUTH_JWKS_URL: 'https://idp.example/jwks' }, 'AUTH_ISSUER'],
+    [{ TRUST_PROXY: 'yes' }, 'TRUST_PROXY'],
+    [{ REDIS_URL: 'http://cache:6379' }, 'REDIS_URL'],
+    [{ NODE_ENV: 'staging' }, 'NODE_ENV'],
+    [{ AUTH_TOKEN_TTL_SECONDS: '5' }, 'AUTH_TOKEN_TTL_SECONDS'],
+  ])('rejects %j naming %s', (env, variable) => {
+    expectRejected(env, variable);
+  });
+
+  it('never echoes a rejected value (it may hold a secret)', () => {
+    const error = configError({ DATABASE_URL: 'mysql://app:hunter2-secret@db/charging' });
+    expect(error.message).not.toContain('hunter2');
+    const redis = configError({ REDIS_URL: 'http://:redis-pass-123@cache:6379' });
+    expect(redis.message).not.toContain('redis-pass-123');
+  });
+
+  it('reports one variable in one line when several are wrong', () => {
+    const error = configError({ PORT: 'x', LOG_LEVEL: 'loud', OCPP_MIN_SECURITY_PROFILE: '9' });
+    expect(error.message).toMatch(/^invalid configuration: (PORT|LOG_LEVEL|OCPP_MIN_SECURITY_PROFILE): [^\n]+$/);
+  });
+});
+
+describe('server entry point', () => {
+  it('exits non-zero with one line on stderr naming the variable for a bad PORT', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: 'notaport' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    // A safety net so a hanging process cannot hang the suite; not an assertion on speed.
+    const guard = setTimeout(() => child.kill('SIGKILL'), 25_000);
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+      child.on('exit', (c, s) => resolve([c, s])),
+    );
+    clearTimeout(guard);
+
+    expect(signal).toBeNull();
+    expect(code).not.toBe(0);
+    const lines = stderr.split('\n').filter((l) => l.length > 0);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('PORT');
+    expect(lines[0]).toMatch(/^invalid configuration: PORT: /);
+    expect(stdout).toBe('');
+  });
+});

@@ -1,0 +1,283 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient } from '../../src/auth/clients-service.js';
+import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
+import { createTestDatabase } from '../helpers/test-database.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+interface LogLine {
+  level: number;
+  msg: string;
+  reqId?: string;
+  method?: string;
+  url?: string;
+  statusCode?: number;
+  [key: string]: unknown;
+}
+
+describe('errors, request ids, logs, metrics and docs', () => {
+  let t: ProbeApp;
+  const parsedLogs = () => t.logLines().map((l) => JSON.parse(l) as LogLine);
+
+  beforeAll(async () => {
+    // trace: the most verbose level must still keep credentials out of the log
+    t = await createProbeApp({ captureLogs: true, env: { LOG_LEVEL: 'trace' } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('answers unknown routes with 404 { message }, in every family and without a token', async () => {
+    for (const url of ['/nope', '/payments/v1/nope', '/asset-management/v1/nope?x=1', '/oauth/nope']) {
+      const res = await t.app.inject({ url });
+      expect(res.statusCode).toBe(404);
+      const body = res.json() as Record<string, unknown>;
+      expect(Object.keys(body)).toEqual(['message']);
+      expect(typeof body.message).toBe('string');
+    }
+    const post = await t.app.inject({ method: 'DELETE', url: '/healthz' });
+    expect(post.statusCode).toBe(404);
+    expect(Object.keys(post.json() as object)).toEqual(['message']);
+  });
+
+  it('echoes a valid x-request-id and logs the request under it', async () => {
+    const res = await t.app.inject({ url: '/healthz', headers: { 'x-request-id': 'lb-trace.42:abc_DEF-9' } });
+    expect(res.headers['x-request-id']).toBe('lb-trace.42:abc_DEF-9');
+    const line = parsedLogs().find((l) => l.reqId === 'lb-trace.42:abc_DEF-9' && l.msg === 'request completed');
+    expect(line).toMatchObject({ method: 'GET', url: '/healthz', statusCode: 200 });
+  });
+
+  it('generates a request id when none is sent, and replaces an unusable one', async () => {
+    const none = await t.app.inject({ url: '/healthz' });
+    expect(none.headers['x-request-id']).toMatch(UUID);
+
+    for (const bad of ['has spaces', 'x'.repeat(129), 'inject"quote', 'semi;colon', '']) {
+      const res = await t.app.inject({ url: '/healthz', headers: { 'x-request-id': bad } });
+      expect(res.headers['x-request-id']).toMatch(UUID);
+    }
+  });
+
+  it('sends the request id on error responses too', async () => {
+    const unauthorized = await t.app.inject({ url: PAYMENTS_PROBE, headers: { 'x-request-id': 'err-401' } });
+    expect(unauthorized.statusCode).toBe(401);
+    expect(unauthorized.headers['x-request-id']).toBe('err-401');
+    const missing = await t.app.inject({ url: '/missing', headers: { 'x-request-id': 'err-404' } });
+    expect(missing.headers['x-request-id']).toBe('err-404');
+    expect(parsedLogs().find((l) => l.reqId === 'err-404' && l.msg === 'request completed')).toMatchObject({ statusCode: 404 });
+  });
+
+  it('writes exactly one completion line per request', async () => {
+    for (let i = 0; i < 3; i++) await t.app.inject({ url: '/healthz', headers: { 'x-request-id': `count-${i}` } });
+    for (let i = 0; i < 3; i++) {
+      expect(parsedLogs().filter((l) => l.reqId === `count-${i}` && l.msg === 'request completed')).toHaveLength(1);
+    }
+  });
+
+  it('never logs bearer tokens, client secrets or Basic credentials', async () => {
+    const c = await createClient(t.database.db, { name: 'log-check', scopes: ['read:sessionpayment'] });
+    const basic = Buffer.from(`${c.clientId}:${c.clientSecret}`).toString('base64');
+
+    const viaBasic = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${basic}` },
+      payload: 'grant_type=client_credentials',
+    });
+    expect(viaBasic.statusCode).toBe(200);
+    const accessToken = (viaBasic.json() as { access_token: string }).access_token;
+
+    const viaPost = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret }),
+    });
+    expect(viaPost.statusCode).toBe(200);
+
+    // failures are logged too; they must not carry what was presented
+    const wrongSecret = `${c.clientSecret.slice(0, -4)}AAAA`;
+    await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: `grant_type=client_credentials&client_id=${c.clientId}&client_secret=${wrongSecret}`,
+    });
+    await t.app.inject({ method: 'POST', url: `/oauth/token?client_secret=${c.clientSecret}`, payload: {} });
+    await t.app.inject({ url: `${PAYMENTS_PROBE}?access_token=${accessToken}` });
+
+    const ok = await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: `Bearer ${accessToken}` } });
+    expect(ok.statusCode).toBe(200);
+    const tampered = `${accessToken.slice(0, -6)}AAAAAA`;
+    const rejected = await t.app.inject({ url: ASSETS_PROBE, headers: { authorization: `Bearer ${tampered}` } });
+    expect(rejected.statusCode).toBe(401);
+
+    const log = t.logLines().join('\n');
+    expect(log.length).toBeGreaterThan(0);
+    for (const secret of [c.clientSecret, wrongSecret, basic, accessToken, tampered, accessToken.split('.')[2]!]) {
+      expect(log).not.toContain(secret);
+    }
+  });
+
+  it('exposes Prometheus metrics with the request duration histogram', async () => {
+    await t.app.inject({ url: '/healthz' });
+    await t.app.inject({ url: '/no/such/route/12345' });
+    const res = await t.app.inject({ url: '/metrics' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/plain/);
+    expect(res.body).toContain('# TYPE http_request_duration_seconds histogram');
+    expect(res.body).toMatch(/http_request_duration_seconds_bucket\{[^}]*route="\/healthz"[^}]*\}/);
+    // unmatched paths share one label, so random URLs cannot multiply the series
+    expect(res.body).toContain('route="unmatched"');
+    expect(res.body).not.toContain('/no/such/route/12345');
+  });
+
+  it('serves an OpenAPI 3.1 document that includes the token endpoint', async () => {
+    const res = await t.app.inject({ url: '/openapi.json' });
+    expect(res.statusCode).toBe(200);
+    const doc = res.json() as { openapi: string; paths: Record<string, unknown>; components: { securitySchemes: Record<string, unknown> } };
+    expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
+    expect(doc.paths).toHaveProperty('/oauth/token');
+    expect(doc.components.securitySchemes).toHaveProperty('bearerAuth');
+    // probes and test-only routes are not part of the published contract
+    expect(doc.paths).not.toHaveProperty('/healthz');
+    expect(doc.paths).not.toHaveProperty('/metrics');
+  });
+
+  it('serves the API reference page without a token', async () => {
+    const res = await t.app.inject({ url: '/docs' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/html/);
+    expect(res.body).toMatch(/<html/i);
+  });
+
+  it('needs no token for the health, readiness and metrics probes', async () => {
+    for (const url of ['/healthz', '/readyz', '/metrics', '/openapi.json', '/.well-known/jwks.json']) {
+      expect((await t.app.inject({ url })).statusCode).toBe(200);
+    }
+  });
+});
+
+describe('readiness', () => {
+  it('answers 503 { message } once the database stops answering', async () => {
+    const database = await createTestDatabase();
+    const t = await createProbeApp({ database });
+    try {
+      expect((await t.app.inject({ url: '/readyz' })).statusCode).toBe(200);
+      await database.close();
+      const res = await t.app.inject({ url: '/readyz' });
+      expect(res.statusCode).toBe(503);
+      const body = res.json() as Record<string, unknown>;
+      expect(Object.keys(body)).toEqual(['message']);
+      expect(typeof body.message).toBe('string');
+      // liveness is about the process, not its dependencies
+      expect((await t.app.inject({ url: '/healthz' })).statusCode).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('rate limiting', () => {
+  const fresh = () => createProbeApp({ env: { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_SECONDS: '60' } });
+
+  it('answers the 4th request in the window with 429 { message } and Retry-After', async () => {
+    const t = await fresh();
+    try {
+      for (let i = 0; i < 3; i++) expect((await t.app.inject({ url: '/.well-known/jwks.json' })).statusCode).toBe(200);
+      const res = await t.app.inject({ url: '/.well-known/jwks.json' });
+      expect(res.statusCode).toBe(429);
+      const body = res.json() as Record<string, unknown>;
+      expect(Object.keys(body)).toEqual(['message']);
+      expect(typeof body.message).toBe('string');
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('never limits the health, readiness and metrics probes, and does not count them', async () => {
+    const t = await fresh();
+    try {
+      for (let i = 0; i < 10; i++) {
+        for (const url of ['/healthz', '/readyz', '/metrics']) expect((await t.app.inject({ url })).statusCode).toBe(200);
+      }
+      // the probes above used none of the budget: three ordinary requests still pass
+      for (let i = 0; i < 3; i++) expect((await t.app.inject({ url: '/.well-known/jwks.json' })).statusCode).toBe(200);
+      expect((await t.app.inject({ url: '/.well-known/jwks.json' })).statusCode).toBe(429);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('counts every request once, including the ones rejected with 401', async () => {
+    const t = await fresh();
+    try {
+      expect((await t.app.inject({ url: '/payments/v1/_probe' })).statusCode).toBe(401);
+      expect((await t.app.inject({ url: '/payments/v1/_probe', headers: { authorization: 'Bearer x' } })).statusCode).toBe(401);
+      expect((await t.app.inject({ url: '/.well-known/jwks.json' })).statusCode).toBe(200);
+      expect((await t.app.inject({ url: '/.well-known/jwks.json' })).statusCode).toBe(429);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('keeps 429 as { message } in the payments and asset-management families', async () => {
+    const t = await fresh();
+    try {
+      const authorization = t.bearer({ scopes: ['read:sessionpayment', 'write:chargingstationmodel'], admin: true });
+      for (let i = 0; i < 3; i++) expect((await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization } })).statusCode).toBe(200);
+      for (const url of [PAYMENTS_PROBE, ASSETS_PROBE]) {
+        const res = await t.app.inject({ url, headers: { authorization } });
+        expect(res.statusCode).toBe(429);
+        expect(Object.keys(res.json() as object)).toEqual(['message']);
+        expect(res.headers['retry-after']).toBeDefined();
+      }
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('counts requests that fail authentication (token spraying is limited too)', async () => {
+    const t = await fresh();
+    try {
+      for (let i = 0; i < 3; i++) {
+        expect((await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: `Bearer forged.${i}.token` } })).statusCode).toBe(401);
+      }
+      const res = await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: 'Bearer forged.4.token' } });
+      expect(res.statusCode).toBe(429);
+      expect(res.headers['retry-after']).toBeDefined();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('counts requests for unknown URLs', async () => {
+    const t = await fresh();
+    try {
+      for (let i = 0; i < 3; i++) expect((await t.app.inject({ url: `/scan/${i}` })).statusCode).toBe(404);
+      expect((await t.app.inject({ url: '/scan/4' })).statusCode).toBe(429);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('limits the token endpoint (client secret guessing)', async () => {
+    const t = await fresh();
+    try {
+      const guess = () =>
+        t.app.inject({
+          method: 'POST',
+          url: '/oauth/token',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          payload: 'grant_type=client_credentials&client_id=cli_x&client_secret=guess',
+        });
+      for (let i = 0; i < 3; i++) expect((await guess()).statusCode).toBe(401);
+      const res = await guess();
+      expect(res.statusCode).toBe(429);
+      expect(Object.keys(res.json() as object)).toEqual(['message']);
+      expect(res.headers['retry-after']).toBeDefined();
+    } finally {
+      await t.close();
+    }
+  });
+});
