@@ -3,11 +3,13 @@ import { ConfigError, loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { ClientInputError, createClient, listClients, revokeClient } from './auth/clients-service.js';
 import { parseScopeList } from './auth/scopes.js';
+import { seedDemoData } from './payments/demo-data.js';
 
 const USAGE = `usage:
   cli clients create --name NAME --scopes "read:sessionpayment write:asset" [--network ID] [--admin]
   cli clients list
-  cli clients revoke CLIENT_ID`;
+  cli clients revoke CLIENT_ID
+  cli demo-data            record demo session payments (skips sessions that already have one)`;
 
 type Command = (args: string[], db: Awaited<ReturnType<typeof openDatabase>>['db']) => Promise<number>;
 
@@ -41,6 +43,10 @@ const commands: Record<string, Command> = {
       return 1;
     }
     process.stdout.write(`client ${id} revoked; tokens it already holds stay valid until they expire\n`);
+    return 0;
+  },
+  'demo-data': async (_args, db) => {
+    await seedDemoData(db);
     return 0;
   },
 };

@@ -1,0 +1,183 @@
+import { and, eq, sql, type SQL } from 'drizzle-orm';
+import type { PgColumn } from 'drizzle-orm/pg-core';
+import type { Db, Executor } from '../db/database.js';
+import { sessionPayments } from './payments-schema.js';
+import type { SessionPayment } from './payments-schemas.js';
+
+export type SessionPaymentRow = typeof sessionPayments.$inferSelect;
+export type NewSessionPaymentRow = typeof sessionPayments.$inferInsert;
+
+const p = sessionPayments;
+
+// network null: the caller may see every network.
+function visibleTo(network: string | null, condition: SQL): SQL {
+  return network === null ? condition : (and(condition, eq(p.network, network)) as SQL);
+}
+
+// Without a recordedAt the database clock stamps it, the same clock that stamps createdAt and a
+// default collectedAt, so replicas with drifting clocks cannot put them out of order.
+export async function insertPayment(
+  db: Executor,
+  row: Omit<NewSessionPaymentRow, 'recordedAt'> & { recordedAt?: Date | undefined },
+): Promise<SessionPaymentRow> {
+  const [inserted] = await db
+    .insert(p)
+    .values({ ...row, recordedAt: row.recordedAt ?? sql`now()` })
+    .returning();
+  if (!inserted) throw new Error('insert into session_payments returned no row');
+  return inserted;
+}
+
+export async function findPayment(db: Executor, id: string, network: string | null): Promise<SessionPaymentRow | undefined> {
+  const rows = await db.select().from(p).where(visibleTo(network, eq(p.id, id))).limit(1);
+  return rows[0];
+}
+
+// The state change and its guard are one statement, so of two concurrent collects exactly one
+// finds the row still PENDING. Without a time from the caller the database clock decides (never
+// earlier than recordedAt, which a caller may have set slightly ahead of that clock).
+export async function collectPayment(
+  db: Executor,
+  id: string,
+  network: string | null,
+  collectedAt: Date | null,
+): Promise<SessionPaymentRow | undefined> {
+  const at = collectedAt === null ? sql`greatest(now(), ${p.recordedAt})` : sql`${collectedAt.toISOString()}::timestamptz`;
+  const rows = await db
+    .update(p)
+    .set({ status: 'COLLECTED', collectedAt: at, updatedAt: sql`now()` })
+    .where(visibleTo(network, sql`${p.id} = ${id} AND ${p.status} = 'PENDING' AND ${p.recordedAt} <= ${at}`))
+    .returning();
+  return rows[0];
+}
+
+export async function findPaymentState(
+  db: Executor,
+  id: string,
+  network: string | null,
+): Promise<Pick<SessionPaymentRow, 'status' | 'recordedAt'> | undefined> {
+  const rows = await db
+    .select({ status: p.status, recordedAt: p.recordedAt })
+    .from(p)
+    .where(visibleTo(network, eq(p.id, id)))
+    .limit(1);
+  return rows[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The SessionPayment JSON (spec §2.1), built twice: by PostgreSQL for the list (the hot path:
+// Node passes the text through instead of parsing ~35 columns per row and serialising them
+// again) and in TypeScript from a row for single-payment answers. Both must produce the same
+// keys in the same order with the same values; test/payments/json-shape.test.ts holds them to it.
+// Text is concatenated rather than built with json_build_object, which cannot omit the fee keys
+// and writes ' : ' between every key and value. taxConfig is the stored jsonb as text: jsonb
+// orders keys by length, which happens to be the spec's order (totalPercentSalesTax first).
+
+const isoUtc = (column: PgColumn) => sql`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+const paymentJson = sql`'{"id":' || to_json(${p.id})::text
+  || ',"network":' || to_json(${p.network})::text
+  || ',"session":' || to_json(${p.session})::text
+  || ',"sitePartners":' || to_json(${p.sitePartners})::text
+  || ',"location":' || to_json(${p.location})::text
+  || ',"currency":' || to_json(${p.currency})::text
+  || ',"status":' || to_json(${p.status})::text
+  || ',"paymentType":' || to_json(${p.paymentType})::text
+  || ',"costs":{"energy":' || ${p.costEnergy}::text || ',"idle":' || ${p.costIdle}::text
+    || ',"flat":' || ${p.costFlat}::text || ',"time":' || ${p.costTime}::text
+  || '},"usages":{"energy":' || to_json(${p.usageEnergyWh})::text || ',"time":' || to_json(${p.usageTimeSeconds})::text
+    || ',"idle":' || to_json(${p.usageIdleSeconds})::text
+  || '},"taxConfig":' || coalesce(${p.taxConfig}::text, 'null')
+  || ',"preTaxChargingSessionCost":' || ${p.preTaxChargingSessionCost}::text
+  || ',"preTaxCosts":{"energy":' || ${p.preTaxEnergy}::text || ',"idle":' || ${p.preTaxIdle}::text
+    || ',"flat":' || ${p.preTaxFlat}::text || ',"time":' || ${p.preTaxTime}::text || '}'
+  || CASE WHEN ${p.additionalFee} IS NULL THEN ''
+     ELSE ',"additionalFee":' || ${p.additionalFee}::text || ',"preTaxAdditionalFee":' || ${p.preTaxAdditionalFee}::text END
+  || ',"priceAdjustment":' || CASE WHEN ${p.priceAdjustmentId} IS NULL THEN 'null'
+     ELSE '{"id":' || to_json(${p.priceAdjustmentId})::text || ',"amount":' || to_json(${p.priceAdjustmentAmount})::text
+       || ',"maxAdjustment":' || coalesce(to_json(${p.priceAdjustmentMax})::text, 'null')
+       || ',"calculatedAdjustment":' || ${p.calculatedAdjustment}::text || '}' END
+  || ',"taxes":{"totalPercentSalesTax":' || ${p.taxSales}::text || ',"energyPerKwhExciseTax":' || ${p.taxExcise}::text
+  || '},"totalTaxAmount":' || ${p.totalTaxAmount}::text
+  || ',"billedAmount":' || ${p.billedAmount}::text
+  || ',"recordedAt":"' || ${isoUtc(p.recordedAt)}
+  || '","collectedAt":' || coalesce('"' || ${isoUtc(p.collectedAt)} || '"', 'null')
+  || ',"createdAt":"' || ${isoUtc(p.createdAt)}
+  || '","updatedAt":"' || ${isoUtc(p.updatedAt)} || '"}'`;
+
+const listJson = sql<string>`'[' || coalesce(string_agg(${paymentJson}, ','), '') || ']'`;
+const bySessions = sql`${p.session} = ANY(${sql.placeholder('sessionIds')}::text[])`;
+
+function prepareList(db: Db) {
+  return {
+    all: db.select({ json: listJson }).from(p).where(bySessions).prepare('session_payments_list'),
+    network: db
+      .select({ json: listJson })
+      .from(p)
+      .where(and(bySessions, eq(p.network, sql.placeholder('network'))))
+      .prepare('session_payments_list_network'),
+  };
+}
+
+// Prepared once per database handle: on PostgreSQL the named statements are parsed and planned
+// once per connection instead of on every request.
+const preparedLists = new WeakMap<Db, ReturnType<typeof prepareList>>();
+
+// One statement whatever the number of IDs; the network scope is part of its WHERE clause.
+export async function listPaymentsJson(db: Db, sessionIds: readonly string[], network: string | null): Promise<string> {
+  let prepared = preparedLists.get(db);
+  if (!prepared) {
+    prepared = prepareList(db);
+    preparedLists.set(db, prepared);
+  }
+  const rows =
+    network === null
+      ? await prepared.all.execute({ sessionIds: [...sessionIds] })
+      : await prepared.network.execute({ sessionIds: [...sessionIds], network });
+  return rows[0]?.json ?? '[]';
+}
+
+export function toSessionPayment(row: SessionPaymentRow): SessionPayment {
+  return {
+    id: row.id,
+    network: row.network,
+    session: row.session,
+    sitePartners: row.sitePartners,
+    location: row.location,
+    currency: row.currency,
+    status: row.status,
+    paymentType: row.paymentType,
+    costs: { energy: row.costEnergy, idle: row.costIdle, flat: row.costFlat, time: row.costTime },
+    usages: { energy: row.usageEnergyWh, time: row.usageTimeSeconds, idle: row.usageIdleSeconds },
+    taxConfig: row.taxConfig === null ? null : taxConfigOf(row.taxConfig),
+    preTaxChargingSessionCost: row.preTaxChargingSessionCost,
+    preTaxCosts: { energy: row.preTaxEnergy, idle: row.preTaxIdle, flat: row.preTaxFlat, time: row.preTaxTime },
+    // The fee_pair CHECK constraint stores both fee columns or neither.
+    ...(row.additionalFee === null ? {} : { additionalFee: row.additionalFee, preTaxAdditionalFee: row.preTaxAdditionalFee ?? 0 }),
+    priceAdjustment:
+      row.priceAdjustmentId === null
+        ? null
+        : {
+            id: row.priceAdjustmentId,
+            // The adjustment_complete CHECK constraint stores these together with the ID.
+            amount: row.priceAdjustmentAmount ?? 0,
+            maxAdjustment: row.priceAdjustmentMax,
+            calculatedAdjustment: row.calculatedAdjustment ?? 0,
+          },
+    taxes: { totalPercentSalesTax: row.taxSales, energyPerKwhExciseTax: row.taxExcise },
+    totalTaxAmount: row.totalTaxAmount,
+    billedAmount: row.billedAmount,
+    recordedAt: row.recordedAt.toISOString(),
+    collectedAt: row.collectedAt === null ? null : row.collectedAt.toISOString(),
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+// Members keep their presence (absent stays absent, null stays null) but take the spec's order.
+function taxConfigOf(stored: NonNullable<SessionPaymentRow['taxConfig']>): NonNullable<SessionPayment['taxConfig']> {
+  const out: NonNullable<SessionPayment['taxConfig']> = {};
+  if ('totalPercentSalesTax' in stored) out.totalPercentSalesTax = stored.totalPercentSalesTax ?? null;
+  if ('energyPerKwhExciseTax' in stored) out.energyPerKwhExciseTax = stored.energyPerKwhExciseTax ?? null;
+  return out;
+}

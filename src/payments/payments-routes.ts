@@ -1,0 +1,114 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { requireScope } from '../auth/auth-plugin.js';
+import * as service from './payments-service.js';
+import {
+  MAX_SESSION_IDS,
+  collectBodySchema,
+  conflictResponse,
+  errorResponses,
+  listQuerySchema,
+  notFoundResponse,
+  paymentIdParamsSchema,
+  recordBodySchema,
+  sessionPaymentSchema,
+  type SessionPayment,
+} from './payments-schemas.js';
+
+const tags = ['payments'];
+
+export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+  const { db } = app.services.database;
+  const readers = requireScope('read:sessionpayment', 'write:sessionpayment');
+  const writers = requireScope('write:sessionpayment');
+
+  routes.get(
+    '/payments/v1/session-payments',
+    {
+      onRequest: readers,
+      schema: {
+        tags,
+        summary: 'List payments for sessions',
+        description: `Returns the payments of up to ${MAX_SESSION_IDS} charging sessions, in no particular order. Sessions without a payment are left out. A network-scoped token sees only its network's payments.`,
+        querystring: listQuerySchema,
+        response: { 200: z.array(sessionPaymentSchema), ...errorResponses },
+      },
+    },
+    async (request, reply) => {
+      const json = await service.listSessionPaymentsJson(db, request.principal, request.query.sessionIds);
+      // Already the JSON text of the 200 schema: with a JSON content type Fastify sends a string as is.
+      return reply.type('application/json').send(json as unknown as SessionPayment[]);
+    },
+  );
+
+  routes.get(
+    '/payments/v1/session-payments/:id',
+    {
+      onRequest: readers,
+      schema: {
+        tags,
+        summary: 'Read one session payment',
+        params: paymentIdParamsSchema,
+        response: { 200: sessionPaymentSchema, ...errorResponses, 404: notFoundResponse },
+      },
+    },
+    async (request) => service.getSessionPayment(db, request.principal, request.params.id),
+  );
+
+  routes.post(
+    '/payments/v1/session-payments',
+    {
+      onRequest: writers,
+      schema: {
+        tags,
+        summary: 'Record the payment of a session',
+        description:
+          'Records the payment of one charging session and derives its pre-tax figures, taxes, discount and billed amount. A session has at most one payment. A network-scoped token may record for its own network only.',
+        body: recordBodySchema,
+        response: { 201: sessionPaymentSchema, ...errorResponses, 409: conflictResponse('The session already has a payment') },
+      },
+    },
+    async (request, reply) => {
+      const payment = await service.recordSessionPayment(db, request.principal, request.body);
+      return reply.code(201).send(payment);
+    },
+  );
+
+  await routes.register(async (collect) => {
+    // The body of collect is optional, and "no body" often arrives as an empty body that still
+    // carries Content-Type: application/json; Fastify's own parser would refuse that.
+    const parseJson = collect.getDefaultJsonParser('error', 'error');
+    collect.removeContentTypeParser('application/json');
+    collect.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+      const text = body.toString();
+      if (text === '') {
+        done(null, undefined);
+        return;
+      }
+      parseJson(request, text, done);
+    });
+
+    collect.withTypeProvider<ZodTypeProvider>().post(
+      '/payments/v1/session-payments/:id/collect',
+      {
+        onRequest: writers,
+        schema: {
+          tags,
+          summary: 'Collect a session payment',
+          description: 'Moves a PENDING payment to COLLECTED and sets collectedAt (default now). The body is optional.',
+          params: paymentIdParamsSchema,
+          body: collectBodySchema,
+          response: {
+            200: sessionPaymentSchema,
+            ...errorResponses,
+            404: notFoundResponse,
+            409: conflictResponse('The payment is already collected'),
+          },
+        },
+      },
+      async (request) => service.collectSessionPayment(db, request.principal, request.params.id, request.body?.collectedAt),
+    );
+  });
+}

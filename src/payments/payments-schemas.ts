@@ -1,0 +1,265 @@
+// Zod schemas of the payments API: they validate requests (through the app's validator compiler)
+// and generate the OpenAPI description. Response schemas document only; replies are written with
+// JSON.stringify or, for the list, as JSON text that PostgreSQL built.
+import { z } from 'zod';
+import { MAX_AMOUNT, isActiveCurrency } from './billing.js';
+import { sessionPayments } from './payments-schema.js';
+
+export const MAX_SESSION_IDS = 100;
+export const MAX_ID_LENGTH = 128;
+export const MAX_SITE_PARTNERS = 50;
+// Clocks of callers drift; a time a little ahead of ours is still "now" to them.
+export const FUTURE_TOLERANCE_MS = 5 * 60 * 1000;
+
+export const PAYMENT_TYPES = sessionPayments.paymentType.enumValues;
+export const PAYMENT_STATUSES = sessionPayments.status.enumValues;
+
+// IDs are text without control characters or unpaired UTF-16 surrogates: a NUL cannot be stored
+// in PostgreSQL text, and a lone surrogate would silently be stored as U+FFFD, a different ID.
+export const FORBIDDEN_ID_CHARACTER = /[\p{Cc}\p{Cs}]/u;
+const ID_CHARACTERS_ONLY = /^[^\p{Cc}\p{Cs}]*$/u;
+
+// "Characters" are Unicode code points, as PostgreSQL counts them; String#length counts UTF-16
+// units, so an ID of astral characters would otherwise be cut at half its allowed length.
+export function exceedsIdLength(s: string): boolean {
+  return s.length > MAX_ID_LENGTH && [...s].length > MAX_ID_LENGTH;
+}
+
+const tooLong = (input: string) =>
+  ({ code: 'too_big', origin: 'string', maximum: MAX_ID_LENGTH, inclusive: true, input, message: `must be at most ${MAX_ID_LENGTH} characters` }) as const;
+
+// ---------------------------------------------------------------------------------------------
+// GET /payments/v1/session-payments?sessionIds=…
+
+function parseSessionIds(raw: string, ctx: z.RefinementCtx<string>): string[] {
+  if (raw.trim() === '') {
+    ctx.addIssue({ code: 'too_small', origin: 'string', minimum: 1, inclusive: true, input: raw, message: 'sessionIds must list at least one session ID' });
+    return z.NEVER;
+  }
+  const entries = raw.split(',').map((entry) => entry.trim());
+  entries.forEach((entry, i) => {
+    if (entry === '') {
+      ctx.addIssue({ code: 'too_small', origin: 'string', minimum: 1, inclusive: true, input: entry, path: [i], message: 'session ID must not be blank' });
+    } else if (exceedsIdLength(entry)) {
+      ctx.addIssue({ ...tooLong(entry), path: [i], message: `session ID must be at most ${MAX_ID_LENGTH} characters` });
+    }
+  });
+  // A blank entry already has its own issue; it is not one more ID.
+  const distinct = [...new Set(entries.filter((entry) => entry !== ''))];
+  if (distinct.length > MAX_SESSION_IDS) {
+    ctx.addIssue({
+      code: 'too_big',
+      origin: 'array',
+      maximum: MAX_SESSION_IDS,
+      inclusive: true,
+      input: distinct,
+      message: `sessionIds lists ${distinct.length} distinct session IDs; at most ${MAX_SESSION_IDS} are allowed`,
+    });
+  }
+  return distinct;
+}
+
+export const listQuerySchema = z.object({
+  sessionIds: z
+    // A repeated parameter (?sessionIds=a&sessionIds=b,c) counts as one comma-joined list, so the
+    // indices in issue paths are positions in that joined list.
+    .preprocess(
+      (v) => (Array.isArray(v) ? v.join(',') : v),
+      z.string({ error: (issue) => (issue.input === undefined ? 'sessionIds is required' : 'sessionIds must be a string') }).transform(parseSessionIds),
+    )
+    .meta({
+      type: 'string',
+      description: `Comma-separated session IDs (the parameter may be repeated); at most ${MAX_SESSION_IDS} after duplicates are removed, each at most ${MAX_ID_LENGTH} characters.`,
+      example: 'ses_1,ses_2',
+    }),
+});
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies
+
+const identifier = z
+  .string()
+  .min(1, 'must not be empty')
+  .regex(ID_CHARACTERS_ONLY, 'must not contain control characters or unpaired surrogates')
+  .superRefine((s, ctx) => {
+    if (exceedsIdLength(s)) ctx.addIssue(tooLong(s));
+  })
+  .meta({ minLength: 1, maxLength: MAX_ID_LENGTH });
+
+const amount = z.number().int().min(0).max(MAX_AMOUNT);
+// z.number() already refuses NaN and ±Infinity (JSON's 1e400 parses to Infinity).
+const measure = z.number().min(0);
+
+const EARLIEST = new Date('1970-01-01T00:00:00.000Z');
+
+// An ISO 8601 date-time with Z or an offset, read as an instant. The lower bound keeps dates in
+// the range both JavaScript and PostgreSQL represent the same way (no year 0, no BC).
+const instant = z.iso
+  .datetime({ offset: true, error: 'must be an ISO 8601 date-time with Z or an offset' })
+  .transform((s) => new Date(s))
+  .superRefine((d, ctx) => {
+    if (d.getTime() < EARLIEST.getTime()) {
+      ctx.addIssue({ code: 'too_small', origin: 'date', minimum: EARLIEST.getTime(), inclusive: true, input: d, message: 'must not be before 1970-01-01T00:00:00Z' });
+    } else if (d.getTime() > Date.now() + FUTURE_TOLERANCE_MS) {
+      ctx.addIssue({ code: 'too_big', origin: 'date', maximum: Date.now() + FUTURE_TOLERANCE_MS, inclusive: true, input: d, message: 'must not be in the future' });
+    }
+  })
+  .meta({ type: 'string', format: 'date-time' });
+
+const componentAmounts = z
+  .object({ energy: amount, idle: amount, flat: amount, time: amount })
+  .strict();
+
+const usagesInput = z
+  .object({
+    energy: measure.meta({ description: 'Watt-hours delivered' }),
+    time: measure.meta({ description: 'Seconds connected' }),
+    idle: measure.meta({ description: 'Seconds idle after charging finished' }),
+  })
+  .strict();
+
+const taxConfigInput = z
+  .object({
+    totalPercentSalesTax: z.number().min(0).max(1).nullable().optional().meta({ description: 'Sales tax as a fraction (0.08 = 8 %)' }),
+    energyPerKwhExciseTax: z.number().min(0).nullable().optional().meta({ description: 'Excise tax per kWh in major currency units' }),
+  })
+  .strict()
+  .nullable();
+
+const priceAdjustmentInput = z
+  .object({
+    id: identifier,
+    amount: z.number().min(0).max(100).meta({ description: 'Discount percentage (20 = 20 % off)' }),
+    maxAdjustment: z.number().min(0).nullable().meta({ description: 'Cap in minor units; null or 0 = no cap' }),
+  })
+  .strict()
+  .nullable();
+
+const sitePartnersInput = z
+  .array(identifier)
+  .transform((ids) => [...new Set(ids)])
+  .superRefine((ids, ctx) => {
+    if (ids.length > MAX_SITE_PARTNERS) {
+      ctx.addIssue({
+        code: 'too_big',
+        origin: 'array',
+        maximum: MAX_SITE_PARTNERS,
+        inclusive: true,
+        input: ids,
+        message: `sitePartners holds ${ids.length} distinct entries; at most ${MAX_SITE_PARTNERS} are allowed`,
+      });
+    }
+  })
+  .meta({ type: 'array', items: { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH }, maxItems: MAX_SITE_PARTNERS });
+
+export const recordBodySchema = z
+  .object({
+    network: identifier,
+    session: identifier,
+    sitePartners: sitePartnersInput,
+    location: identifier,
+    currency: z.string().refine(isActiveCurrency, 'must be an active ISO 4217 currency code with minor units').meta({ example: 'USD' }),
+    paymentType: z.enum(PAYMENT_TYPES),
+    costs: componentAmounts.meta({ description: 'Tax-inclusive charges per component, before any discount, in minor units' }),
+    usages: usagesInput,
+    taxConfig: taxConfigInput,
+    priceAdjustment: priceAdjustmentInput,
+    additionalFee: amount.optional().meta({ description: 'Tax-inclusive fee on top of the session; absent or 0 = no fee' }),
+    recordedAt: instant.optional().meta({ description: 'Defaults to now' }),
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    // Every derived figure is at most T + fee, so bounding that sum keeps all of them within the
+    // integer columns the record is stored in. A member out of range has its own issue already.
+    const { energy, idle, flat, time } = body.costs;
+    const parts = [energy, idle, flat, time, body.additionalFee ?? 0];
+    if (parts.some((v) => !(v >= 0 && v <= MAX_AMOUNT))) return;
+    const total = parts.reduce((a, b) => a + b, 0);
+    if (total > MAX_AMOUNT) {
+      ctx.addIssue({
+        code: 'too_big',
+        origin: 'number',
+        maximum: MAX_AMOUNT,
+        inclusive: true,
+        input: total,
+        path: ['costs'],
+        message: `the costs plus additionalFee add up to ${total}; at most ${MAX_AMOUNT} is allowed`,
+      });
+    }
+  });
+
+export type RecordPaymentInput = z.output<typeof recordBodySchema>;
+export type RecordPaymentBody = z.input<typeof recordBodySchema>;
+
+// Fastify hands the validator null when a request has no body at all.
+export const collectBodySchema = z
+  .object({ collectedAt: instant.optional().meta({ description: 'Defaults to now; must not precede recordedAt' }) })
+  .strict()
+  .nullable()
+  .optional();
+
+export const paymentIdParamsSchema = z.object({ id: identifier.meta({ example: 'pmt_01J9Z8Q4W6X3V5T7R9P1N3M5K7' }) });
+
+// ---------------------------------------------------------------------------------------------
+// Responses (spec §2.1, fields in the spec's order)
+
+const int = z.number().int();
+const dateTime = z.string().meta({ format: 'date-time', example: '2025-01-31T18:04:05.123Z' });
+
+export const sessionPaymentSchema = z
+  .object({
+    id: z.string().meta({ example: 'pmt_01J9Z8Q4W6X3V5T7R9P1N3M5K7' }),
+    network: z.string(),
+    session: z.string(),
+    sitePartners: z.array(z.string()),
+    location: z.string(),
+    currency: z.string(),
+    status: z.enum(PAYMENT_STATUSES),
+    paymentType: z.enum(PAYMENT_TYPES),
+    costs: z.object({ energy: int, idle: int, flat: int, time: int }),
+    usages: z.object({ energy: z.number(), time: z.number(), idle: z.number() }),
+    taxConfig: z
+      .object({ totalPercentSalesTax: z.number().nullable().optional(), energyPerKwhExciseTax: z.number().nullable().optional() })
+      .nullable(),
+    preTaxChargingSessionCost: int,
+    preTaxCosts: z.object({ energy: int, idle: int, flat: int, time: int }),
+    additionalFee: int.optional(),
+    preTaxAdditionalFee: int.optional(),
+    priceAdjustment: z
+      .object({ id: z.string(), amount: z.number(), maxAdjustment: z.number().nullable(), calculatedAdjustment: int })
+      .nullable(),
+    taxes: z.object({ totalPercentSalesTax: int, energyPerKwhExciseTax: int }),
+    totalTaxAmount: int,
+    billedAmount: int,
+    recordedAt: dateTime,
+    collectedAt: dateTime.nullable(),
+    createdAt: dateTime,
+    updatedAt: dateTime,
+  })
+  .meta({ description: 'The payment for one charging session (amounts in minor units of currency)' });
+
+export type SessionPayment = z.output<typeof sessionPaymentSchema>;
+
+export const validationErrorSchema = z
+  .object({
+    success: z.literal(false),
+    error: z.object({
+      name: z.literal('ZodError'),
+      issues: z.array(z.object({ code: z.string(), message: z.string(), path: z.array(z.union([z.string(), z.number()])) })),
+    }),
+  })
+  .meta({ description: 'Validation error: one issue per problem found' });
+
+export const messageErrorSchema = z.object({ message: z.string() }).meta({ description: 'Access token missing, invalid or expired' });
+
+const coded = (code: string, status: number, description: string) =>
+  z.object({ code: z.literal(code), message: z.string(), status: z.literal(status) }).meta({ description });
+
+export const errorResponses = {
+  400: validationErrorSchema,
+  401: messageErrorSchema,
+  403: coded('FORBIDDEN', 403, 'The access token lacks the required scope, or may not act on this network'),
+  500: coded('INTERNAL_SERVER_ERROR', 500, 'Internal failure'),
+};
+export const notFoundResponse = coded('NOT_FOUND', 404, 'No such payment visible to this access token');
+export const conflictResponse = (description: string) => coded('CONFLICT', 409, description);

@@ -1,0 +1,100 @@
+import type { Principal } from '../auth/principal.js';
+import { isUniqueViolation, type Db, type Executor } from '../db/database.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
+import { newId } from '../ids.js';
+import { computeBilling, isFreeConsistent } from './billing.js';
+import * as payments from './payments-repository.js';
+import { FORBIDDEN_ID_CHARACTER, type RecordPaymentInput, type SessionPayment } from './payments-schemas.js';
+
+// What the service needs of the caller: network null may act on every network.
+export type NetworkScope = Pick<Principal, 'network'>;
+
+// Answers the JSON text of the list as PostgreSQL built it; the route passes it through.
+export async function listSessionPaymentsJson(db: Db, scope: NetworkScope, sessionIds: readonly string[]): Promise<string> {
+  // A recorded session ID never contains such characters, so an ID that does has no payment; and
+  // PostgreSQL could not even take a NUL as a parameter.
+  const candidates = sessionIds.filter((id) => !FORBIDDEN_ID_CHARACTER.test(id));
+  if (candidates.length === 0) return '[]';
+  return payments.listPaymentsJson(db, candidates, scope.network);
+}
+
+export async function getSessionPayment(db: Executor, scope: NetworkScope, id: string): Promise<SessionPayment> {
+  const row = await payments.findPayment(db, id, scope.network);
+  // Another network's payment is reported exactly like a missing one: no hint that it exists.
+  if (!row) throw new NotFoundError(`No session payment ${id}`);
+  return payments.toSessionPayment(row);
+}
+
+export async function recordSessionPayment(db: Executor, scope: NetworkScope, input: RecordPaymentInput): Promise<SessionPayment> {
+  if (scope.network !== null && input.network !== scope.network) {
+    throw new ForbiddenError(`The access token may record payments for network ${scope.network} only`);
+  }
+  const billing = computeBilling(input);
+  if (!isFreeConsistent(input.paymentType, billing.billedAmount)) {
+    const message = `paymentType FREE requires a billed amount of 0, but this session bills ${billing.billedAmount}`;
+    throw new BadRequestError(message, [{ code: 'custom', message, path: ['paymentType'] }]);
+  }
+  try {
+    const row = await payments.insertPayment(db, {
+      id: newId('pmt'),
+      network: input.network,
+      session: input.session,
+      sitePartners: input.sitePartners,
+      location: input.location,
+      currency: input.currency,
+      status: 'PENDING',
+      paymentType: input.paymentType,
+      costEnergy: input.costs.energy,
+      costIdle: input.costs.idle,
+      costFlat: input.costs.flat,
+      costTime: input.costs.time,
+      usageEnergyWh: input.usages.energy,
+      usageTimeSeconds: input.usages.time,
+      usageIdleSeconds: input.usages.idle,
+      taxConfig: input.taxConfig,
+      preTaxChargingSessionCost: billing.preTaxChargingSessionCost,
+      preTaxEnergy: billing.preTaxCosts.energy,
+      preTaxIdle: billing.preTaxCosts.idle,
+      preTaxFlat: billing.preTaxCosts.flat,
+      preTaxTime: billing.preTaxCosts.time,
+      additionalFee: billing.additionalFee ?? null,
+      preTaxAdditionalFee: billing.preTaxAdditionalFee ?? null,
+      priceAdjustmentId: billing.priceAdjustment?.id ?? null,
+      priceAdjustmentAmount: billing.priceAdjustment?.amount ?? null,
+      priceAdjustmentMax: billing.priceAdjustment?.maxAdjustment ?? null,
+      calculatedAdjustment: billing.priceAdjustment?.calculatedAdjustment ?? null,
+      taxSales: billing.taxes.totalPercentSalesTax,
+      taxExcise: billing.taxes.energyPerKwhExciseTax,
+      totalTaxAmount: billing.totalTaxAmount,
+      billedAmount: billing.billedAmount,
+      recordedAt: input.recordedAt,
+    });
+    return payments.toSessionPayment(row);
+  } catch (error) {
+    // The unique index decides, so two concurrent records of one session cannot both succeed.
+    if (isUniqueViolation(error, 'session_payments_session_key')) {
+      throw new ConflictError(`Session ${input.session} already has a payment`);
+    }
+    throw error;
+  }
+}
+
+export async function collectSessionPayment(
+  db: Executor,
+  scope: NetworkScope,
+  id: string,
+  collectedAt?: Date,
+): Promise<SessionPayment> {
+  const row = await payments.collectPayment(db, id, scope.network, collectedAt ?? null);
+  if (row) return payments.toSessionPayment(row);
+
+  // The guarded update found nothing to change; this read only chooses the answer.
+  const state = await payments.findPaymentState(db, id, scope.network);
+  if (!state) throw new NotFoundError(`No session payment ${id}`);
+  if (state.status === 'COLLECTED') throw new ConflictError(`Session payment ${id} is already collected`);
+  if (collectedAt !== undefined && state.recordedAt.getTime() > collectedAt.getTime()) {
+    const message = `collectedAt must not precede the payment's recordedAt (${state.recordedAt.toISOString()})`;
+    throw new BadRequestError(message, [{ code: 'too_small', message, path: ['collectedAt'] }]);
+  }
+  throw new ConflictError(`Session payment ${id} changed while it was being collected; retry`);
+}
