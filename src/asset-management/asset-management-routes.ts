@@ -1,0 +1,179 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
+import {
+  assetOutput,
+  changePasswordBody,
+  changePasswordOutput,
+  chargingStationModelOutput,
+  createAssetBody,
+  createChargingStationModelBody,
+  emptyBody,
+  envelope,
+  errorBody,
+  idParams,
+  listAssetsQuery,
+  listChargingStationModelsQuery,
+  messageBody,
+  page,
+} from './asset-management-schemas.js';
+import { changeAssetPassword, createAsset, getAsset, listAssetsPage } from './assets-service.js';
+import { archiveModel, createChargingStationModel, getChargingStationModel, listModels } from './charging-station-models-service.js';
+
+const tags = ['asset-management'];
+const DEFAULT_PAGE_SIZE = 20;
+
+// 401 and 403 are `{ message }`; everything else in this family is `{ type, code, message }`.
+const errors = { 400: errorBody, 401: messageBody, 403: messageBody, 500: errorBody } as const;
+
+// Hooks run in order after authentication, so the order of checks is 401 → 403 → 400 (validation).
+const modelWriters = [requireScope('write:chargingstationmodel'), requireAdmin()];
+const modelReaders = [requireScope('read:chargingstationmodel', 'write:chargingstationmodel')];
+const assetWriters = [requireScope('write:asset')];
+const assetReaders = [requireScope('read:asset', 'write:asset')];
+
+export async function assetManagementRoutes(app: FastifyInstance): Promise<void> {
+  const r = app.withTypeProvider<ZodTypeProvider>();
+  const db = app.services.database.db;
+  const { ocppMinSecurityProfile } = app.services.config;
+
+  r.post(
+    '/asset-management/v1/charging-station-models',
+    {
+      onRequest: modelWriters,
+      schema: {
+        tags,
+        summary: 'Create a charging station model (admin)',
+        body: createChargingStationModelBody,
+        response: { 201: envelope(chargingStationModelOutput), ...errors, 409: errorBody },
+      },
+    },
+    async (request, reply) => {
+      const model = await createChargingStationModel(db, { minSecurityProfile: ocppMinSecurityProfile }, request.body);
+      return reply.code(201).send({ data: model });
+    },
+  );
+
+  r.get(
+    '/asset-management/v1/charging-station-models',
+    {
+      onRequest: modelReaders,
+      schema: {
+        tags,
+        summary: 'List charging station models, oldest first',
+        querystring: listChargingStationModelsQuery,
+        response: { 200: page(chargingStationModelOutput), ...errors },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const result = await listModels(db, {
+        limit: q.limit !== undefined ? Number(q.limit) : DEFAULT_PAGE_SIZE,
+        startingAfter: q.startingAfter,
+        includeArchived: q.includeArchived === 'true',
+      });
+      return { data: result };
+    },
+  );
+
+  r.get(
+    '/asset-management/v1/charging-station-models/:id',
+    {
+      onRequest: modelReaders,
+      schema: {
+        tags,
+        summary: 'Get one charging station model',
+        params: idParams,
+        response: { 200: envelope(chargingStationModelOutput), ...errors, 404: errorBody },
+      },
+    },
+    async (request) => ({ data: await getChargingStationModel(db, request.params.id) }),
+  );
+
+  r.post(
+    '/asset-management/v1/charging-station-models/:id/archive',
+    {
+      onRequest: modelWriters,
+      schema: {
+        tags,
+        summary: 'Archive a charging station model (admin; repeating it is harmless)',
+        params: idParams,
+        body: emptyBody,
+        response: { 200: envelope(chargingStationModelOutput), ...errors, 404: errorBody },
+      },
+    },
+    async (request) => ({ data: await archiveModel(db, request.params.id) }),
+  );
+
+  r.post(
+    '/asset-management/v1/assets',
+    {
+      onRequest: assetWriters,
+      schema: {
+        tags,
+        summary: 'Create an asset',
+        body: createAssetBody,
+        response: { 201: envelope(assetOutput), ...errors, 409: errorBody },
+      },
+    },
+    async (request, reply) => {
+      const asset = await createAsset(db, { minSecurityProfile: ocppMinSecurityProfile }, request.principal, request.body);
+      return reply.code(201).send({ data: asset });
+    },
+  );
+
+  r.get(
+    '/asset-management/v1/assets',
+    {
+      onRequest: assetReaders,
+      schema: {
+        tags,
+        summary: 'List assets, ordered by id (a network-scoped token sees only its network)',
+        querystring: listAssetsQuery,
+        response: { 200: page(assetOutput), ...errors },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const result = await listAssetsPage(db, request.principal, {
+        limit: q.limit !== undefined ? Number(q.limit) : DEFAULT_PAGE_SIZE,
+        startingAfter: q.startingAfter,
+        network: q.network,
+      });
+      return { data: result };
+    },
+  );
+
+  r.get(
+    '/asset-management/v1/assets/:id',
+    {
+      onRequest: assetReaders,
+      schema: {
+        tags,
+        summary: 'Get one asset',
+        params: idParams,
+        response: { 200: envelope(assetOutput), ...errors, 404: errorBody },
+      },
+    },
+    async (request) => ({ data: await getAsset(db, request.principal, request.params.id) }),
+  );
+
+  r.post(
+    '/asset-management/v1/assets/change-password',
+    {
+      onRequest: assetWriters,
+      schema: {
+        tags,
+        summary: 'Change the password of an asset; omit password to have one generated (shown once)',
+        body: changePasswordBody,
+        response: { 200: envelope(changePasswordOutput), ...errors, 404: errorBody, 409: errorBody },
+      },
+    },
+    async (request, reply) => {
+      const result = await changeAssetPassword(db, request.principal, request.body);
+      // The answer may carry a generated secret: no cache may keep it.
+      reply.header('cache-control', 'no-store');
+      return { data: result };
+    },
+  );
+}

@@ -1,0 +1,256 @@
+import { z } from 'zod';
+// Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
+// Every object is strict: a misspelt optional field must be a 400, never silently ignored.
+
+// C0/C1 controls and DEL, plus unpaired UTF-16 surrogates: the drivers would store the latter as
+// U+FFFD, so what is read back would not be what was sent.
+const FORBIDDEN_CHARACTERS = /[\p{Cc}\p{Cs}]/u;
+
+// Counted in code points, as JSON Schema's maxLength and PostgreSQL's char_length count them.
+const codePoints = (s: string): number => {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+};
+
+// Free text: trimmed first, so the length rule applies to what is stored.
+export function boundedText(max: number) {
+  return z
+    .string()
+    .trim()
+    .min(1, 'must not be empty or only whitespace')
+    .refine((s) => codePoints(s) <= max, `must be at most ${max} characters`)
+    .refine((s) => !FORBIDDEN_CHARACTERS.test(s), 'must not contain control characters')
+    .meta({ maxLength: max });
+}
+
+export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+const ID_RULE = 'must be 1 to 128 characters from A-Z, a-z, 0-9 and . _ : -';
+
+// Identifiers are compared exactly, so they are not trimmed; the syntax also keeps NUL bytes and
+// other input PostgreSQL would refuse away from the database.
+export const idSchema = z.string().regex(ID_PATTERN, ID_RULE);
+
+export const networkSchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .refine((s) => codePoints(s) <= 128, 'must be at most 128 characters')
+  .refine((s) => !FORBIDDEN_CHARACTERS.test(s), 'must not contain control characters')
+  .refine((s) => s.trim() === s, 'must not start or end with whitespace')
+  .meta({ maxLength: 128 });
+
+function absoluteUrl(schemes: readonly string[]) {
+  return (value: string): boolean => {
+    const prefix = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value);
+    if (!prefix || !schemes.includes(prefix[1]!.toLowerCase()) || /\s/.test(value)) return false;
+    try {
+      return new URL(value).hostname.length > 0;
+    } catch {
+      return false;
+    }
+  };
+}
+
+export const OCPP_URL_MAX = 500;
+
+export const POWER_TYPES = ['AC_1_PHASE', 'AC_3_PHASE', 'DC'] as const;
+
+// OCPI 2.2.1 ConnectorType.
+export const CONNECTION_TYPES = [
+  'CHADEMO',
+  'CHAOJI',
+  'DOMESTIC_A',
+  'DOMESTIC_B',
+  'DOMESTIC_C',
+  'DOMESTIC_D',
+  'DOMESTIC_E',
+  'DOMESTIC_F',
+  'DOMESTIC_G',
+  'DOMESTIC_H',
+  'DOMESTIC_I',
+  'DOMESTIC_J',
+  'DOMESTIC_K',
+  'DOMESTIC_L',
+  'GBT_AC',
+  'GBT_DC',
+  'IEC_60309_2_single_16',
+  'IEC_60309_2_three_16',
+  'IEC_60309_2_three_32',
+  'IEC_60309_2_three_64',
+  'IEC_62196_T1',
+  'IEC_62196_T1_COMBO',
+  'IEC_62196_T2',
+  'IEC_62196_T2_COMBO',
+  'IEC_62196_T3A',
+  'IEC_62196_T3C',
+  'NEMA_5_20',
+  'NEMA_6_30',
+  'NEMA_6_50',
+  'NEMA_10_30',
+  'NEMA_10_50',
+  'NEMA_14_30',
+  'NEMA_14_50',
+  'PANTOGRAPH_BOTTOM_UP',
+  'PANTOGRAPH_TOP_DOWN',
+  'TESLA_R',
+  'TESLA_S',
+] as const;
+
+export type ConnectionType = (typeof CONNECTION_TYPES)[number];
+
+// OCPI 2.2.1 ConnectorFormat.
+export const CONNECTOR_FORMATS = ['SOCKET', 'CABLE'] as const;
+
+export type ConnectorFormat = (typeof CONNECTOR_FORMATS)[number];
+
+export const MAX_CONNECTORS = 32;
+
+// z.number() already refuses NaN and ±Infinity (JSON's 1e400 parses to Infinity).
+const rating = z.number().positive('must be greater than 0');
+
+const connectorInput = z
+  .object({
+    id: z.number().int('must be an integer').min(1, 'must be at least 1'),
+    maxAmperage: rating,
+    maxVoltage: rating,
+    maxPowerWatts: rating,
+    connectionType: z.enum(CONNECTION_TYPES).optional(),
+    format: z.enum(CONNECTOR_FORMATS).optional(),
+  })
+  .strict();
+
+export const createChargingStationModelBody = z
+  .object({
+    vendor: boundedText(200),
+    model: boundedText(200),
+    powerType: z.enum(POWER_TYPES),
+    connectors: z
+      .array(connectorInput)
+      .min(1, 'must list at least 1 connector')
+      .max(MAX_CONNECTORS, `must list at most ${MAX_CONNECTORS} connectors`)
+      .superRefine((connectors, ctx) => {
+        const seen = new Set<number>();
+        connectors.forEach((connector, index) => {
+          if (seen.has(connector.id)) {
+            ctx.addIssue({ code: 'custom', path: [index, 'id'], message: `connector id ${connector.id} appears more than once` });
+          }
+          seen.add(connector.id);
+        });
+      }),
+    configurationKeys: z
+      .object({
+        ocppUrl: boundedText(OCPP_URL_MAX)
+          .refine(absoluteUrl(['ws', 'wss']), 'must be an absolute ws:// or wss:// URL')
+          .optional(),
+      })
+      .strict()
+      .optional(),
+    friendlyName: boundedText(200).optional().describe('defaults to "vendor model"'),
+    imageUrl: boundedText(500).refine(absoluteUrl(['http', 'https']), 'must be an absolute http:// or https:// URL').optional(),
+  })
+  .strict();
+
+export type CreateChargingStationModelInput = z.output<typeof createChargingStationModelBody>;
+
+const connectorOutput = z.object({
+  id: z.number().int(),
+  connectionType: z.enum(CONNECTION_TYPES).optional().describe('omitted when unknown'),
+  format: z.enum(CONNECTOR_FORMATS).optional().describe('omitted when unknown'),
+  maxAmperage: z.number(),
+  maxVoltage: z.number(),
+  maxPowerWatts: z.number(),
+});
+
+const dateTime = z.string().describe('ISO 8601 UTC date-time with milliseconds');
+
+export const chargingStationModelOutput = z.object({
+  id: z.string(),
+  vendor: z.string(),
+  model: z.string(),
+  powerType: z.enum(POWER_TYPES),
+  connectors: z.array(connectorOutput),
+  configurationKeys: z.object({ ocppUrl: z.string().optional() }).describe('{} when no key is configured'),
+  isArchived: z.boolean(),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+  friendlyName: z.string(),
+  imageUrl: z.string().optional().describe('omitted when the model has no image'),
+});
+
+export type ChargingStationModel = z.output<typeof chargingStationModelOutput>;
+
+export const pageQuery = z
+  .object({
+    limit: z
+      .string()
+      .regex(/^(100|[1-9][0-9]?)$/, 'must be an integer from 1 to 100')
+      .optional()
+      .describe('1 to 100, default 20'),
+    startingAfter: idSchema.optional().describe('the last id of the previous page'),
+  })
+  .strict();
+
+export const listChargingStationModelsQuery = pageQuery
+  .extend({ includeArchived: z.enum(['true', 'false']).optional().describe('default false') })
+  .strict();
+
+export const listAssetsQuery = pageQuery.extend({ network: networkSchema.optional().describe('only this network\'s assets') }).strict();
+
+export const idParams = z.object({ id: idSchema }).strict();
+
+// No body, or an empty object; anything else is an unknown field.
+export const emptyBody = z.object({}).strict().nullish();
+
+export const SECURITY_PROFILES = [1, 2, 3] as const;
+
+export const createAssetBody = z
+  .object({
+    id: idSchema.optional().describe('the OCPP charge point identity; default ast_ + a time-ordered id'),
+    network: networkSchema,
+    name: boundedText(200).optional(),
+    chargingStationModelId: idSchema.optional(),
+    ocppVersion: z.enum(['1.6', '2.0.1']).optional().describe('default 2.0.1'),
+    securityProfile: z
+      .union([z.literal(1), z.literal(2), z.literal(3)], { error: 'must be 1, 2 or 3' })
+      .optional()
+      .describe('default OCPP_MIN_SECURITY_PROFILE'),
+  })
+  .strict();
+
+export type CreateAssetInput = z.output<typeof createAssetBody>;
+
+export const assetOutput = z.object({
+  id: z.string(),
+  network: z.string(),
+  name: z.string().nullable(),
+  chargingStationModelId: z.string().nullable(),
+  ocppVersion: z.enum(['1.6', '2.0.1']),
+  securityProfile: z.number().int(),
+  passwordChangedAt: dateTime.nullable().describe('null before the first change'),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+});
+
+export type Asset = z.output<typeof assetOutput>;
+
+export const changePasswordBody = z
+  .object({
+    id: idSchema,
+    // Only the type here: the rule depends on the asset's OCPP version, checked by the service.
+    password: z.string().optional().describe('omit to have a random password generated'),
+  })
+  .strict();
+
+export const changePasswordOutput = z.object({
+  id: z.string(),
+  passwordChangedAt: dateTime,
+  password: z.string().optional().describe('present only when the service generated the password'),
+});
+
+export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.object({ items: z.array(item), hasMore: z.boolean() }) });
+
+export const envelope = <T extends z.ZodType>(item: T) => z.object({ data: item });
+
+export const errorBody = z.object({ type: z.string(), code: z.string(), message: z.string() });
+
+export const messageBody = z.object({ message: z.string() });

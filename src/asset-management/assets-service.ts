@@ -1,0 +1,195 @@
+import type { Principal } from '../auth/principal.js';
+import type { Db, Executor } from '../db/database.js';
+import { findPgError, isUniqueViolation } from '../db/database.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
+import { newId } from '../ids.js';
+import { ID_PATTERN, type Asset, type CreateAssetInput } from './asset-management-schemas.js';
+import {
+  ASSETS_PKEY,
+  findAsset,
+  findPasswordHash,
+  insertAsset,
+  insertPasswordChange,
+  listAssets,
+  updateAssetPassword,
+  type AssetRow,
+} from './assets-repository.js';
+import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl, type Page, type PageOptions } from './charging-station-models-service.js';
+import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
+import { generatePassword, hashPassword, passwordProblem, verifyPassword } from './passwords.js';
+
+export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
+export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
+
+type Actor = Pick<Principal, 'clientId' | 'network'>;
+
+export function toAsset(row: AssetRow): Asset {
+  // Built field by field: the row carries the password hash, which must never be answered.
+  return {
+    id: row.id,
+    network: row.network,
+    name: row.name,
+    chargingStationModelId: row.chargingStationModelId,
+    ocppVersion: row.ocppVersion,
+    securityProfile: row.securityProfile,
+    passwordChangedAt: row.passwordChangedAt ? row.passwordChangedAt.toISOString() : null,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+// The same answer whether the asset is missing or belongs to another network: no hint it exists.
+function assetNotFound(id: string): NotFoundError {
+  return new NotFoundError(`No asset with id ${id}`, ASSET_NOT_FOUND);
+}
+
+function invalidField(field: string, message: string): BadRequestError {
+  return new BadRequestError(message, [{ code: 'custom', message, path: [field] }]);
+}
+
+export async function createAsset(
+  db: Executor,
+  deps: { minSecurityProfile: 1 | 2 | 3 },
+  actor: Actor,
+  input: CreateAssetInput,
+): Promise<Asset> {
+  if (actor.network !== null && input.network !== actor.network) {
+    // A 403, not a 404: the caller named the network, so refusing it reveals nothing.
+    throw new ForbiddenError('Access token is scoped to another network and may only create assets in its own network');
+  }
+  const ocppVersion = input.ocppVersion ?? '2.0.1';
+  const securityProfile = input.securityProfile ?? deps.minSecurityProfile;
+  // Invalid parameters (400) are reported before conflicts with the network's state (409).
+  let model: ChargingStationModelRow | undefined;
+  if (input.chargingStationModelId !== undefined) {
+    model = await findChargingStationModel(db, input.chargingStationModelId);
+    if (!model) throw invalidField('chargingStationModelId', `no charging station model with id ${input.chargingStationModelId}`);
+    if (model.isArchived) throw invalidField('chargingStationModelId', `charging station model ${model.id} is archived`);
+  }
+  if (securityProfile < deps.minSecurityProfile) {
+    throw new ConflictError(
+      `securityProfile ${securityProfile} is below the network's minimum OCPP security profile ${deps.minSecurityProfile}`,
+      CONFLICTING_SECURITY_PROFILE_STATE,
+    );
+  }
+  if (model && securityProfile >= 2 && isPlainWebSocketUrl(model.ocppUrl)) {
+    throw new ConflictError(
+      `OCPP security profile ${securityProfile} needs TLS, but charging station model ${model.id} connects over ws://; use security profile 1 or a model with a wss:// URL`,
+      CONFLICTING_SECURITY_PROFILE_STATE,
+    );
+  }
+  const id = input.id ?? newId('ast');
+  try {
+    const row = await insertAsset(db, {
+      id,
+      network: input.network,
+      name: input.name ?? null,
+      chargingStationModelId: input.chargingStationModelId ?? null,
+      ocppVersion,
+      securityProfile,
+    });
+    return toAsset(row);
+  } catch (error) {
+    if (isUniqueViolation(error, ASSETS_PKEY)) {
+      throw new ConflictError(`An asset with id ${id} already exists`, ASSET_ALREADY_EXISTS);
+    }
+    // Models are never deleted, so this is only a belt to the existence check above.
+    if (findPgError(error)?.code === '23503') {
+      throw invalidField('chargingStationModelId', `no charging station model with id ${input.chargingStationModelId}`);
+    }
+    throw error;
+  }
+}
+
+export async function getAsset(db: Executor, actor: Actor, id: string): Promise<Asset> {
+  const row = await findAsset(db, id, actor.network);
+  if (!row) throw assetNotFound(id);
+  return toAsset(row);
+}
+
+export async function listAssetsPage(db: Executor, actor: Actor, options: PageOptions & { network?: string | undefined }): Promise<Page<Asset>> {
+  // A scoped token asking for another network gets an empty page, not an error: no hint it exists.
+  if (actor.network !== null && options.network !== undefined && options.network !== actor.network) {
+    return { items: [], hasMore: false };
+  }
+  const rows = await listAssets(db, {
+    limit: options.limit + 1,
+    startingAfter: options.startingAfter,
+    network: actor.network ?? options.network ?? null,
+  });
+  return { items: rows.slice(0, options.limit).map(toAsset), hasMore: rows.length > options.limit };
+}
+
+export interface PasswordChangeResult {
+  id: string;
+  passwordChangedAt: string;
+  // only when generated: the caller sees a generated secret exactly once
+  password?: string;
+}
+
+export async function changeAssetPassword(
+  db: Db,
+  actor: Actor,
+  input: { id: string; password?: string | undefined },
+): Promise<PasswordChangeResult> {
+  const asset = await findAsset(db, input.id, actor.network);
+  if (!asset) throw assetNotFound(input.id);
+  if (asset.securityProfile === 3) {
+    throw new ConflictError(
+      `Asset ${asset.id} uses OCPP security profile 3, which authenticates with client certificates and has no password`,
+      CONFLICTING_SECURITY_PROFILE_STATE,
+    );
+  }
+  const generated = input.password === undefined;
+  let password: string;
+  if (input.password === undefined) {
+    password = generatePassword(asset.ocppVersion);
+  } else {
+    // The message states the rule and never echoes the password.
+    const problem = passwordProblem(asset.ocppVersion, input.password);
+    if (problem) throw invalidField('password', problem);
+    password = input.password;
+  }
+  // ~100 ms of scrypt, done before the transaction so no connection is held while it runs.
+  const passwordHash = await hashPassword(password);
+
+  const changedAt = await db.transaction(async (tx) => {
+    const updated = await updateAssetPassword(tx, { id: asset.id, network: asset.network, passwordHash });
+    if (!updated) throw assetNotFound(input.id);
+    await insertPasswordChange(tx, {
+      id: newId('apc'),
+      assetId: asset.id,
+      network: asset.network,
+      actorClientId: actor.clientId,
+      generated,
+      changedAt: updated.passwordChangedAt,
+    });
+    return updated.passwordChangedAt;
+  });
+
+  return {
+    id: asset.id,
+    passwordChangedAt: changedAt.toISOString(),
+    ...(generated ? { password } : {}),
+  };
+}
+
+let dummyHash: Promise<string> | undefined;
+
+// A hash of nothing anyone knows, so an unknown asset costs the same scrypt run as a known one.
+function timingDummyHash(): Promise<string> {
+  dummyHash ??= hashPassword(generatePassword('2.0.1'));
+  return dummyHash;
+}
+
+// For the station-connection layer: true only when the asset exists, has a password, and it matches.
+// Unknown ids and assets without a password take as long as a wrong password, so response timing
+// does not reveal which ids exist.
+export async function verifyAssetPassword(db: Db, assetId: string, password: string): Promise<boolean> {
+  const hash = typeof assetId === 'string' && ID_PATTERN.test(assetId) ? await findPasswordHash(db, assetId) : undefined;
+  if (typeof hash !== 'string' || typeof password !== 'string') {
+    await verifyPassword(typeof password === 'string' ? password : '', await timingDummyHash());
+    return false;
+  }
+  return verifyPassword(password, hash);
+}
