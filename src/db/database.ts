@@ -23,6 +23,8 @@ export interface Database {
   // bootstrap client) must happen once even when several replicas start together.
   withStartupLock<T>(fn: (db: Db) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  // PGlite only: the data directory as a tarball (test snapshots)
+  dumpDataDir?(): Promise<Blob>;
 }
 
 export interface DatabaseOptions {
@@ -30,6 +32,9 @@ export interface DatabaseOptions {
   poolMax?: number;
   // PGlite data directory; undefined means in memory (tests)
   dataDir?: string | undefined;
+  // An in-memory PGlite starts from this dumped data directory instead of running initdb (tests
+  // start hundreds of databases; initdb is ~3 s of each, loading a migrated snapshot ~0.5 s).
+  pgliteSnapshot?: Blob | undefined;
 }
 
 const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url));
@@ -37,7 +42,7 @@ const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.
 const STARTUP_LOCK_KEY = 7_240_311_902;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  return options.url ? openPostgres(options.url, options.poolMax ?? 10) : openPglite(options.dataDir);
+  return options.url ? openPostgres(options.url, options.poolMax ?? 10) : openPglite(options.dataDir, options.pgliteSnapshot);
 }
 
 async function openPostgres(url: string, poolMax: number): Promise<Database> {
@@ -72,9 +77,9 @@ async function openPostgres(url: string, poolMax: number): Promise<Database> {
   };
 }
 
-async function openPglite(dataDir: string | undefined): Promise<Database> {
+async function openPglite(dataDir: string | undefined, snapshot: Blob | undefined): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const client = dataDir ? new PGlite(dataDir) : new PGlite();
+  const client = dataDir ? new PGlite(dataDir) : new PGlite(snapshot ? { loadDataDir: snapshot } : {});
   await client.waitReady;
   const db = drizzlePglite(client, { schema });
   return {
@@ -90,6 +95,9 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     },
     async close() {
       if (!client.closed) await client.close();
+    },
+    async dumpDataDir() {
+      return client.dumpDataDir('none');
     },
   };
 }

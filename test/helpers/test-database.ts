@@ -1,12 +1,17 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
+import { inject } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
 
 // Every test app gets a database of its own, so no test depends on another's rows: in-memory
 // PGlite by default, or a throwaway database on the server named by DATABASE_URL.
 export async function createTestDatabase(): Promise<Database> {
   const url = process.env.DATABASE_URL;
-  if (!url) return openDatabase({});
+  if (!url) {
+    const snapshot = inject('pgliteSnapshot');
+    return openDatabase({ pgliteSnapshot: snapshot ? new Blob([readFileSync(snapshot)]) : undefined });
+  }
   const name = `cns_test_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
