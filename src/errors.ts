@@ -29,11 +29,7 @@ export class BadRequestError extends AppError {
 }
 
 export class UnauthorizedError extends AppError {
-  constructor(
-    message = 'Access token is missing, invalid or expired',
-    readonly tokenPresent = true,
-    options?: { cause?: unknown },
-  ) {
+  constructor(message = 'Access token is missing, invalid or expired', options?: { cause?: unknown }) {
     super('unauthorized', message);
     if (options?.cause !== undefined) this.cause = options.cause;
   }

@@ -47,7 +47,7 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
 
 async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): Promise<Principal> {
   const header = request.headers.authorization;
-  if (!header) throw new UnauthorizedError('Access token is missing', false);
+  if (!header) throw new UnauthorizedError('Access token is missing');
   // The scheme is case-insensitive (RFC 7235 §2.1); the token is RFC 6750's b64token.
   if (!/^Bearer [A-Za-z0-9\-._~+/]+=*$/i.test(header)) {
     throw new UnauthorizedError('Authorization header must be "Bearer <access token>"');

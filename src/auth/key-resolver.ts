@@ -93,7 +93,7 @@ export function createJwksKeyResolver(options: {
         try {
           await refresh();
         } catch (cause) {
-          if (!keys.has(kid)) throw new UnauthorizedError('Access token is signed with an unknown key', true, { cause });
+          if (!keys.has(kid)) throw new UnauthorizedError('Access token is signed with an unknown key', { cause });
         }
       }
       const key = keys.get(kid);

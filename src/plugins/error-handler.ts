@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, RequestValidationError, UnauthorizedError, type ValidationIssue } from '../errors.js';
+import { AppError, RequestValidationError, type ValidationIssue } from '../errors.js';
 import { OAuthError } from '../auth/oauth-error.js';
 
 type Family = 'payments' | 'asset-management' | 'oauth' | 'plain';
@@ -92,11 +92,8 @@ function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
     request.log.error({ err: error }, 'request failed');
   }
   if (r.status === 401) {
-    const challenge =
-      error instanceof UnauthorizedError && !error.tokenPresent
-        ? 'Bearer'
-        : `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`;
-    reply.header('www-authenticate', challenge);
+    // The contract asks for error="invalid_token" on every 401, a missing token included.
+    reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`);
   }
   reply.code(r.status);
 

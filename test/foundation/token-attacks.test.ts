@@ -82,11 +82,11 @@ describe('bearer token verification (embedded issuer)', () => {
     expect((await probe(`Bearer ${signWithServiceKey(claims())}`)).statusCode).toBe(200);
   });
 
-  it('answers a missing Authorization header with 401 and a bare Bearer challenge', async () => {
+  it('answers a missing Authorization header with 401 and an invalid_token Bearer challenge', async () => {
     const res = await probe(undefined);
     expectBearer401(res);
     // RFC 6750 §3.1: no error code when the request carried no authentication at all
-    expect(res.headers['www-authenticate']).toBe('Bearer');
+    expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token", error_description="Access token is missing"');
   });
 
   const attacks: [string, () => string][] = [
