@@ -25,6 +25,10 @@ export interface TestApp {
 export interface TestAppOptions {
   env?: Record<string, string>;
   captureLogs?: boolean;
+  // Extra routes to register before app.ready().
+  routes?: (app: FastifyInstance) => void | Promise<void>;
+  // Let the caller keep and close the database (e.g. to close it under a running app).
+  database?: Database;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -35,7 +39,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     RATE_LIMIT_MAX: '0',
     ...options.env,
   });
-  const database = await createTestDatabase();
+  const database = options.database ?? (await createTestDatabase());
   const logStream = new Writable({
     write(chunk, _enc, cb) {
       lines.push(...String(chunk).split('\n').filter((l) => l.length > 0));
@@ -43,6 +47,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     },
   });
   const app = await buildApp(config, { database, logStream });
+  await options.routes?.(app);
   await app.ready();
   return {
     app,
@@ -57,7 +62,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     logLines: () => lines,
     async close() {
       await app.close();
-      await database.close();
+      if (!options.database) await database.close();
     },
   };
 }
