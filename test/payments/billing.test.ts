@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { Decimal } from 'decimal.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -14,16 +13,11 @@ import {
   type BillingInput,
   type BillingResult,
 } from '../../src/payments/billing.js';
+import { committedCopyText, loadVectors, sharedVectorsPath } from '../helpers/billing-vectors.js';
 
 interface Vector { name: string; input: BillingInput; expected: Record<string, unknown> }
 
-function vectorsPath(): string {
-  const fromEnv = process.env['SHARED_DIR'];
-  if (fromEnv) return path.join(fromEnv, 'design', 'billing-vectors.json');
-  return fileURLToPath(new URL('../../../shared/design/billing-vectors.json', import.meta.url));
-}
-
-const vectors = JSON.parse(fs.readFileSync(vectorsPath(), 'utf8')) as Vector[];
+const vectors = loadVectors<Vector>();
 
 function pick(result: BillingResult, keys: string[]): Record<string, unknown> {
   const all = result as unknown as Record<string, unknown>;
@@ -31,6 +25,13 @@ function pick(result: BillingResult, keys: string[]): Record<string, unknown> {
 }
 
 describe('billing vectors (shared/design/billing-vectors.json)', () => {
+  it('keeps the committed copy of the vectors identical to the design document', () => {
+    const shared = sharedVectorsPath();
+    // A lone clone has only the copy; CI and the team's machines have both and must agree.
+    if (shared) expect(committedCopyText()).toBe(fs.readFileSync(shared, 'utf8'));
+    expect(JSON.parse(committedCopyText())).toEqual(vectors);
+  });
+
   it('found enough vectors to be meaningful', () => {
     expect(vectors.length).toBeGreaterThan(20);
   });

@@ -1,7 +1,4 @@
 // POST /payments/v1/session-payments (contract §5, billing.md) and GET one.
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findPgError } from '../../src/db/database.js';
 import type { BillingInput } from '../../src/payments/billing.js';
@@ -20,6 +17,7 @@ import {
   validationError,
   writer,
 } from '../helpers/payments-factory.js';
+import { loadVectors } from '../helpers/billing-vectors.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -157,14 +155,8 @@ describe('network scope', () => {
 
 // ---------------------------------------------------------------------------------------------
 
-function vectorsPath(): string {
-  const fromEnv = process.env['SHARED_DIR'];
-  if (fromEnv) return path.join(fromEnv, 'design', 'billing-vectors.json');
-  return fileURLToPath(new URL('../../../shared/design/billing-vectors.json', import.meta.url));
-}
-
 interface Vector { name: string; input: BillingInput; expected: Record<string, unknown> }
-const vectors = JSON.parse(fs.readFileSync(vectorsPath(), 'utf8')) as Vector[];
+const vectors = loadVectors<Vector>();
 
 describe('billing through HTTP (billing-vectors.json)', () => {
   it.each(vectors.map((v) => [v.name, v] as const))('%s', async (_name, v) => {
