@@ -1,0 +1,110 @@
+import { fileURLToPath } from 'node:url';
+
+export interface BenchOptions {
+  quick: boolean;
+  // Only the 100-ID list against the naive server and pgbench (targets a–c): `npm run bench:baseline`.
+  baselineOnly: boolean;
+  runs: number;
+  durationSeconds: number;
+  warmupSeconds: number;
+  sizes: number[];
+  build: boolean;
+  out: string;
+  databaseUrl: string | undefined;
+}
+
+export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
+export const ROOT_DIR = fileURLToPath(new URL('..', import.meta.url));
+
+const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE]
+  --quick       10,000 rows only, 5 s per scenario (development)
+  --baseline    only the 100-ID list: service vs naive server vs pgbench (targets a-c)
+  --runs N      repeat every scenario N times (same server process) and report medians; default 1
+  --duration S  seconds per scenario; default 10 (5 with --quick)
+  --sizes LIST  payment-table sizes to seed, ascending; default 10000,1000000 (PGlite: 10000)
+  --no-build    reuse dist/ instead of running npm run build first
+  --out FILE    where the JSON figures go; default bench/results/latest.json (latest-quick.json with --quick)
+Runs against PostgreSQL when DATABASE_URL is set (a throwaway database is created on that server
+and dropped at the end), otherwise against PGlite in a temporary directory.`;
+
+export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
+  let quick = false;
+  let baselineOnly = false;
+  let runs = 1;
+  let duration: number | undefined;
+  let sizes: number[] | undefined;
+  let build = true;
+  let out: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) fail(`${arg} needs a value`);
+      return v;
+    };
+    switch (arg) {
+      case '--quick':
+        quick = true;
+        break;
+      case '--baseline':
+        baselineOnly = true;
+        break;
+      case '--runs':
+        runs = positiveInt(value(), arg, 9);
+        break;
+      case '--duration':
+        duration = positiveInt(value(), arg, 300);
+        break;
+      case '--sizes':
+        sizes = value()
+          .split(',')
+          .map((s) => positiveInt(s.replace(/_/g, ''), arg, 20_000_000));
+        break;
+      case '--no-build':
+        build = false;
+        break;
+      case '--out':
+        out = value();
+        break;
+      case '-h':
+      case '--help':
+        process.stdout.write(`${USAGE}\n`);
+        process.exit(0);
+        break;
+      default:
+        fail(`unknown option ${arg}`);
+    }
+  }
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl) {
+    const host = new URL(databaseUrl).hostname;
+    // Every load this harness generates (pgbench included) stays on this machine.
+    if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host)) {
+      fail(`DATABASE_URL must point at 127.0.0.1/localhost (got ${host}): the benchmark only loads the loopback interface`);
+    }
+  }
+  const defaultSizes = quick || !databaseUrl ? [10_000] : [10_000, 1_000_000];
+  const chosenSizes = [...new Set(sizes ?? defaultSizes)].sort((a, b) => a - b);
+  return {
+    quick,
+    baselineOnly,
+    runs,
+    durationSeconds: duration ?? (quick ? 5 : 10),
+    warmupSeconds: quick ? 2 : 3,
+    sizes: chosenSizes,
+    build,
+    out: out ?? `${BENCH_DIR}results/${quick ? 'latest-quick' : 'latest'}.json`,
+    databaseUrl,
+  };
+}
+
+function positiveInt(text: string, name: string, max: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > max) fail(`${name} must be an integer from 1 to ${max}`);
+  return n;
+}
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n${USAGE}\n`);
+  process.exit(2);
+}
