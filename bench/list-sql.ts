@@ -3,35 +3,7 @@
 // it MUST match the service: when the repository's list query changes, paste the new text here.
 // The harness checks it on every PostgreSQL run by sampling pg_stat_activity while the service
 // answers the list, and prints "list SQL: matches the service" or a warning.
-export const SERVICE_LIST_SQL = `select '[' || coalesce(string_agg('{"id":' || to_json("session_payments"."id")::text
-  || ',"network":' || to_json("session_payments"."network")::text
-  || ',"session":' || to_json("session_payments"."session")::text
-  || ',"sitePartners":' || to_json("session_payments"."site_partners")::text
-  || ',"location":' || to_json("session_payments"."location")::text
-  || ',"currency":' || to_json("session_payments"."currency")::text
-  || ',"status":' || to_json("session_payments"."status")::text
-  || ',"paymentType":' || to_json("session_payments"."payment_type")::text
-  || ',"costs":{"energy":' || "session_payments"."cost_energy"::text || ',"idle":' || "session_payments"."cost_idle"::text
-    || ',"flat":' || "session_payments"."cost_flat"::text || ',"time":' || "session_payments"."cost_time"::text
-  || '},"usages":{"energy":' || to_json("session_payments"."usage_energy_wh")::text || ',"time":' || to_json("session_payments"."usage_time_seconds")::text
-    || ',"idle":' || to_json("session_payments"."usage_idle_seconds")::text
-  || '},"taxConfig":' || coalesce("session_payments"."tax_config"::text, 'null')
-  || ',"preTaxChargingSessionCost":' || "session_payments"."pre_tax_charging_session_cost"::text
-  || ',"preTaxCosts":{"energy":' || "session_payments"."pre_tax_energy"::text || ',"idle":' || "session_payments"."pre_tax_idle"::text
-    || ',"flat":' || "session_payments"."pre_tax_flat"::text || ',"time":' || "session_payments"."pre_tax_time"::text || '}'
-  || CASE WHEN "session_payments"."additional_fee" IS NULL THEN ''
-     ELSE ',"additionalFee":' || "session_payments"."additional_fee"::text || ',"preTaxAdditionalFee":' || "session_payments"."pre_tax_additional_fee"::text END
-  || ',"priceAdjustment":' || CASE WHEN "session_payments"."price_adjustment_id" IS NULL THEN 'null'
-     ELSE '{"id":' || to_json("session_payments"."price_adjustment_id")::text || ',"amount":' || to_json("session_payments"."price_adjustment_amount")::text
-       || ',"maxAdjustment":' || coalesce(to_json("session_payments"."price_adjustment_max")::text, 'null')
-       || ',"calculatedAdjustment":' || "session_payments"."calculated_adjustment"::text || '}' END
-  || ',"taxes":{"totalPercentSalesTax":' || "session_payments"."tax_sales"::text || ',"energyPerKwhExciseTax":' || "session_payments"."tax_excise"::text
-  || '},"totalTaxAmount":' || "session_payments"."total_tax_amount"::text
-  || ',"billedAmount":' || "session_payments"."billed_amount"::text
-  || ',"recordedAt":"' || to_char("session_payments"."recorded_at" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-  || '","collectedAt":' || coalesce('"' || to_char("session_payments"."collected_at" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"', 'null')
-  || ',"createdAt":"' || to_char("session_payments"."created_at" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-  || '","updatedAt":"' || to_char("session_payments"."updated_at" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}', ','), '') || ']' from "session_payments" where "session_payments"."session" = ANY($1::text[])`;
+export const SERVICE_LIST_SQL = `select '[' || coalesce(string_agg("document", ','), '') || ']' from "session_payments" where "session_payments"."session" = ANY($1::text[])`;
 
 // Whitespace-insensitive comparison of two SQL texts.
 export function normalizeSql(text: string): string {

@@ -1,5 +1,4 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
-import type { PgColumn } from 'drizzle-orm/pg-core';
 import type { Db, Executor } from '../db/database.js';
 import { sessionPayments } from './payments-schema.js';
 import type { SessionPayment } from './payments-schemas.js';
@@ -65,47 +64,14 @@ export async function findPaymentState(
 }
 
 // ---------------------------------------------------------------------------------------------
-// The SessionPayment JSON (spec §2.1), built twice: by PostgreSQL for the list (the hot path:
-// Node passes the text through instead of parsing ~35 columns per row and serialising them
-// again) and in TypeScript from a row for single-payment answers. Both must produce the same
-// keys in the same order with the same values; test/payments/json-shape.test.ts holds them to it.
-// Text is concatenated rather than built with json_build_object, which cannot omit the fee keys
-// and writes ' : ' between every key and value. taxConfig is the stored jsonb as text: jsonb
-// orders keys by length, which happens to be the spec's order (totalPercentSalesTax first).
+// The SessionPayment JSON (spec §2.1) exists twice: rendered by PostgreSQL into each row's
+// document column whenever the row is written (the session_payments_render trigger,
+// migrations/0003), and built in TypeScript from a row (toSessionPayment) for single-payment
+// answers. Both must produce the same keys in the same order with the same values;
+// test/payments/payment-json.test.ts holds them to it. The list, the hot path, only
+// concatenates the stored documents: no per-row formatting on reads, nothing parsed in Node.
 
-const isoUtc = (column: PgColumn) => sql`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
-const paymentJson = sql`'{"id":' || to_json(${p.id})::text
-  || ',"network":' || to_json(${p.network})::text
-  || ',"session":' || to_json(${p.session})::text
-  || ',"sitePartners":' || to_json(${p.sitePartners})::text
-  || ',"location":' || to_json(${p.location})::text
-  || ',"currency":' || to_json(${p.currency})::text
-  || ',"status":' || to_json(${p.status})::text
-  || ',"paymentType":' || to_json(${p.paymentType})::text
-  || ',"costs":{"energy":' || ${p.costEnergy}::text || ',"idle":' || ${p.costIdle}::text
-    || ',"flat":' || ${p.costFlat}::text || ',"time":' || ${p.costTime}::text
-  || '},"usages":{"energy":' || to_json(${p.usageEnergyWh})::text || ',"time":' || to_json(${p.usageTimeSeconds})::text
-    || ',"idle":' || to_json(${p.usageIdleSeconds})::text
-  || '},"taxConfig":' || coalesce(${p.taxConfig}::text, 'null')
-  || ',"preTaxChargingSessionCost":' || ${p.preTaxChargingSessionCost}::text
-  || ',"preTaxCosts":{"energy":' || ${p.preTaxEnergy}::text || ',"idle":' || ${p.preTaxIdle}::text
-    || ',"flat":' || ${p.preTaxFlat}::text || ',"time":' || ${p.preTaxTime}::text || '}'
-  || CASE WHEN ${p.additionalFee} IS NULL THEN ''
-     ELSE ',"additionalFee":' || ${p.additionalFee}::text || ',"preTaxAdditionalFee":' || ${p.preTaxAdditionalFee}::text END
-  || ',"priceAdjustment":' || CASE WHEN ${p.priceAdjustmentId} IS NULL THEN 'null'
-     ELSE '{"id":' || to_json(${p.priceAdjustmentId})::text || ',"amount":' || to_json(${p.priceAdjustmentAmount})::text
-       || ',"maxAdjustment":' || coalesce(to_json(${p.priceAdjustmentMax})::text, 'null')
-       || ',"calculatedAdjustment":' || ${p.calculatedAdjustment}::text || '}' END
-  || ',"taxes":{"totalPercentSalesTax":' || ${p.taxSales}::text || ',"energyPerKwhExciseTax":' || ${p.taxExcise}::text
-  || '},"totalTaxAmount":' || ${p.totalTaxAmount}::text
-  || ',"billedAmount":' || ${p.billedAmount}::text
-  || ',"recordedAt":"' || ${isoUtc(p.recordedAt)}
-  || '","collectedAt":' || coalesce('"' || ${isoUtc(p.collectedAt)} || '"', 'null')
-  || ',"createdAt":"' || ${isoUtc(p.createdAt)}
-  || '","updatedAt":"' || ${isoUtc(p.updatedAt)} || '"}'`;
-
-const listJson = sql<string>`'[' || coalesce(string_agg(${paymentJson}, ','), '') || ']'`;
+const listJson = sql<string>`'[' || coalesce(string_agg(${p.document}, ','), '') || ']'`;
 const bySessions = sql`${p.session} = ANY(${sql.placeholder('sessionIds')}::text[])`;
 
 function prepareList(db: Db) {

@@ -40,6 +40,9 @@ export const sessionPayments = pgTable(
     collectedAt: timestamp('collected_at', { withTimezone: true, precision: 3 }),
     createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+    // The row's SessionPayment JSON, rendered by the session_payments_render trigger on every
+    // insert and update (migrations/0003). The list, the hot read path, only concatenates it.
+    document: text('document').notNull().default(''),
   },
   (t) => [
     // A session has at most one payment; the index also serves the unscoped list lookup.

@@ -1,0 +1,1 @@
+ALTER TABLE "session_payments" ADD COLUMN "document" text DEFAULT '' NOT NULL;
