@@ -6,6 +6,7 @@ import pg from 'pg';
 import { createClient, type CreatedClient } from '../src/auth/clients-service.js';
 import { openDatabase, sql, type Database } from '../src/db/database.js';
 import { computeBilling, type BillingInput } from '../src/payments/billing.js';
+import { seededRandom } from '../src/payments/demo-data.js';
 
 export const NETWORK_COUNT = 20;
 // The network-scoped token's network; sessions ses_bench_<g> with g % 20 == 0 belong to it.
@@ -100,18 +101,6 @@ export async function createBenchClients(database: Database): Promise<BenchClien
   return { all, network };
 }
 
-// Small deterministic PRNG so that every run seeds the same rows.
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const PAID_TYPES = ['GUEST', 'PAYMENT_TERMINAL', 'ROAMING', 'DRIVER_ACCOUNT', 'DRIVER_ACCOUNT', 'DRIVER_ACCOUNT', 'UNKNOWN'] as const;
 const CURRENCIES = ['USD', 'USD', 'USD', 'EUR', 'EUR', 'GBP', 'CAD', 'JPY'] as const;
 const SALES_TAX = [0.0725, 0.08, 0.19, 0.2, 0.05, 0.0625] as const;
@@ -182,7 +171,7 @@ const TEMPLATE_COLUMNS: [string, string][] = [
 ];
 
 function templateRows(): Record<string, unknown>[] {
-  return billingInputs(TEMPLATE_COUNT, mulberry32(20_240_601)).map(({ input, paymentType }, k) => {
+  return billingInputs(TEMPLATE_COUNT, seededRandom(20_240_601)).map(({ input, paymentType }, k) => {
     const b = computeBilling(input);
     return {
       k,

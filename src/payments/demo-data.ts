@@ -64,8 +64,9 @@ const NETWORKS: Network[] = [
 const SESSIONS_PER_NETWORK = 20;
 const HOUR_MS = 3_600_000;
 
-// Small deterministic PRNG (mulberry32): the same run twice produces the same sessions.
-function random(seed: number): () => number {
+// Small deterministic PRNG (mulberry32): the same run twice produces the same sessions. The
+// benchmark seeds its rows with it too.
+export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -84,7 +85,7 @@ interface DemoPayment {
 function demoPayments(now: number): DemoPayment[] {
   const out: DemoPayment[] = [];
   NETWORKS.forEach((network, n) => {
-    const rand = random(n + 1);
+    const rand = seededRandom(n + 1);
     for (let i = 0; i < SESSIONS_PER_NETWORK; i++) {
       const location = network.locations[i % network.locations.length]!;
       const paymentType = PAYMENT_TYPES[i % PAYMENT_TYPES.length]!;
