@@ -51,10 +51,6 @@ const commands: Record<string, Command> = {
   },
 };
 
-export function registerCommand(name: string, command: Command) {
-  commands[name] = command;
-}
-
 export async function runCli(argv: string[]): Promise<number> {
   const key = argv.slice(0, 2).join(' ');
   const single = argv[0] ?? '';

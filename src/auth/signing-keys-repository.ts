@@ -8,6 +8,8 @@ export async function listVerificationKeys(db: Executor): Promise<SigningKeyRow[
   return db.select().from(signingKeys).where(isNull(signingKeys.retiredAt)).orderBy(desc(signingKeys.createdAt));
 }
 
-export async function insertSigningKey(db: Executor, row: typeof signingKeys.$inferInsert): Promise<void> {
-  await db.insert(signingKeys).values(row);
+export async function insertSigningKey(db: Executor, row: typeof signingKeys.$inferInsert): Promise<SigningKeyRow> {
+  const [inserted] = await db.insert(signingKeys).values(row).returning();
+  if (!inserted) throw new Error('insert into signing_keys returned no row');
+  return inserted;
 }

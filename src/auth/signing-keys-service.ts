@@ -27,10 +27,7 @@ export async function ensureSigningKey(db: Executor, alg: 'ES256' | 'RS256'): Pr
   const existing = (await listVerificationKeys(db)).find((k) => k.alg === alg);
   if (existing) return existing;
   const key = generate(alg);
-  await insertSigningKey(db, key);
-  const created = (await listVerificationKeys(db)).find((k) => k.kid === key.kid);
-  if (!created) throw new Error('signing key was not stored');
-  return created;
+  return insertSigningKey(db, key);
 }
 
 export function publicJwks(rows: SigningKeyRow[]) {

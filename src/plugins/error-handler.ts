@@ -73,21 +73,16 @@ function render(error: unknown): Rendered {
 
 function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   const family = familyOf(request);
+  const r = render(error);
   if (error instanceof OAuthError || family === 'oauth') {
     // 500 and 429 keep their own status (a throttled token request is not an invalid_request).
-    const oauth =
-      error instanceof OAuthError
-        ? error
-        : [500, 429].includes(render(error).status)
-          ? null
-          : new OAuthError('invalid_request', render(error).message);
+    const oauth = error instanceof OAuthError ? error : [500, 429].includes(r.status) ? null : new OAuthError('invalid_request', r.message);
     if (oauth) {
       if (oauth.statusCode === 401) reply.header('www-authenticate', oauth.basicChallenge ? 'Basic realm="oauth"' : 'Bearer');
       return reply.code(oauth.statusCode).header('cache-control', 'no-store').send({ error: oauth.error, error_description: oauth.description });
     }
   }
 
-  const r = render(error);
   if (r.status === 500) {
     request.log.error({ err: error }, 'request failed');
   }
