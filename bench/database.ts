@@ -7,6 +7,7 @@ import { createClient, type CreatedClient } from '../src/auth/clients-service.js
 import { openDatabase, sql, type Database } from '../src/db/database.js';
 import { computeBilling, type BillingInput } from '../src/payments/billing.js';
 import { seededRandom } from '../src/payments/demo-data.js';
+import { BENCH_DATABASE_SETTINGS } from './postgres-cluster.js';
 
 export const NETWORK_COUNT = 20;
 // The network-scoped token's network; sessions ses_bench_<g> with g % 20 == 0 belong to it.
@@ -46,6 +47,10 @@ export async function createBenchTarget(databaseUrl: string | undefined): Promis
   }
   const name = `cns_bench_${randomBytes(5).toString('hex')}`;
   await adminQuery(databaseUrl, `CREATE DATABASE ${name}`);
+  // Applies to every connection opened afterwards: the service's, the naive server's and pgbench's.
+  for (const [setting, value] of Object.entries(BENCH_DATABASE_SETTINGS)) {
+    await adminQuery(databaseUrl, `ALTER DATABASE ${name} SET ${setting} = '${value}'`);
+  }
   const url = new URL(databaseUrl);
   url.pathname = `/${name}`;
   return {
@@ -241,9 +246,30 @@ export async function seedPayments(database: Database, from: number, to: number,
   await query(database, 'VACUUM ANALYZE session_payments');
 }
 
+// Loads the payments table, its TOAST table and its indexes into shared_buffers, so that every
+// scenario starts from the steady state of a server that has been answering for a while rather
+// than from whatever the bulk load's ring buffer left behind. Only what fits is loaded.
+export async function prewarm(database: Database): Promise<{ pages: number; sharedBuffersPages: number } | string> {
+  try {
+    await query(database, 'CREATE EXTENSION IF NOT EXISTS pg_prewarm');
+  } catch (error) {
+    return `pg_prewarm unavailable (${error instanceof Error ? error.message : String(error)})`;
+  }
+  const [row] = await query<{ pages: string; shared: string }>(
+    database,
+    `SELECT coalesce(sum(pg_prewarm(c.oid)), 0) AS pages,
+            (SELECT setting FROM pg_settings WHERE name = 'shared_buffers') AS shared
+       FROM pg_class c
+      WHERE c.oid = 'session_payments'::regclass
+         OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = 'session_payments'::regclass)
+         OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'session_payments'::regclass)`,
+  );
+  return { pages: Number(row?.pages ?? 0), sharedBuffersPages: Number(row?.shared ?? 0) };
+}
+
 export async function postgresSettings(database: Database): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const name of ['server_version', 'shared_buffers', 'work_mem', 'effective_cache_size', 'max_connections', 'random_page_cost', 'jit', 'synchronous_commit']) {
+  for (const name of ['server_version', 'shared_buffers', 'effective_cache_size', 'work_mem', 'max_connections', 'random_page_cost', 'jit', 'synchronous_commit', 'max_wal_size', 'checkpoint_timeout']) {
     try {
       const [row] = await query<Record<string, string>>(database, `SHOW ${name}`);
       out[name] = row ? String(Object.values(row)[0]) : '?';

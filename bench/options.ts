@@ -11,12 +11,14 @@ export interface BenchOptions {
   build: boolean;
   out: string;
   databaseUrl: string | undefined;
+  // Start a throwaway PostgreSQL cluster configured for the benchmark instead of using DATABASE_URL.
+  ownPostgres: boolean;
 }
 
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 export const ROOT_DIR = fileURLToPath(new URL('..', import.meta.url));
 
-const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE]
+const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres]
   --quick       10,000 rows only, 5 s per scenario (development)
   --baseline    only the 100-ID list: service vs naive server vs pgbench (targets a-c)
   --runs N      repeat every scenario N times (same server process) and report medians; default 1
@@ -24,6 +26,8 @@ const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--runs N] [--dura
   --sizes LIST  payment-table sizes to seed, ascending; default 10000,1000000 (PGlite: 10000)
   --no-build    reuse dist/ instead of running npm run build first
   --out FILE    where the JSON figures go; default bench/results/latest.json (latest-quick.json with --quick)
+  --own-postgres  start a throwaway PostgreSQL cluster with the benchmark's settings (shared_buffers
+                that holds the 1M-row table, ...) from this machine's binaries; DATABASE_URL is ignored
 Runs against PostgreSQL when DATABASE_URL is set (a throwaway database is created on that server
 and dropped at the end), otherwise against PGlite in a temporary directory.`;
 
@@ -35,6 +39,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   let sizes: number[] | undefined;
   let build = true;
   let out: string | undefined;
+  let ownPostgres = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -66,6 +71,9 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       case '--out':
         out = value();
         break;
+      case '--own-postgres':
+        ownPostgres = true;
+        break;
       case '-h':
       case '--help':
         process.stdout.write(`${USAGE}\n`);
@@ -75,7 +83,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
         fail(`unknown option ${arg}`);
     }
   }
-  const databaseUrl = env.DATABASE_URL || undefined;
+  const databaseUrl = ownPostgres ? undefined : env.DATABASE_URL || undefined;
   if (databaseUrl) {
     const host = new URL(databaseUrl).hostname;
     // Every load this harness generates (pgbench included) stays on this machine.
@@ -83,7 +91,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       fail(`DATABASE_URL must point at 127.0.0.1/localhost (got ${host}): the benchmark only loads the loopback interface`);
     }
   }
-  const defaultSizes = quick || !databaseUrl ? [10_000] : [10_000, 1_000_000];
+  const defaultSizes = quick || !(databaseUrl || ownPostgres) ? [10_000] : [10_000, 1_000_000];
   const chosenSizes = [...new Set(sizes ?? defaultSizes)].sort((a, b) => a - b);
   return {
     quick,
@@ -95,6 +103,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     build,
     out: out ?? `${BENCH_DIR}results/${quick ? 'latest-quick' : 'latest'}.json`,
     databaseUrl,
+    ownPostgres,
   };
 }
 

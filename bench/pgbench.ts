@@ -2,10 +2,11 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pgbenchScript } from './list-sql.js';
+import { postgresBinDir } from './postgres-cluster.js';
 import { runCommand } from './processes.js';
 import { percentile, type LoadResult } from './load.js';
 
-export const PGBENCH = process.env.PGBENCH ?? '/usr/lib/postgresql/15/bin/pgbench';
+export const PGBENCH = process.env.PGBENCH ?? join(postgresBinDir() ?? '/usr/lib/postgresql/15/bin', 'pgbench');
 
 export function pgbenchAvailable(): boolean {
   return existsSync(PGBENCH);

@@ -16,6 +16,7 @@ import {
   networkOf,
   openBenchDatabase,
   postgresSettings,
+  prewarm,
   query,
   seedPayments,
   sessionOf,
@@ -27,6 +28,7 @@ import { SERVICE_LIST_SQL, normalizeSql } from './list-sql.js';
 import { runLoad, runPaced, type LoadResult, type RequestShape } from './load.js';
 import { BENCH_DIR, ROOT_DIR, parseOptions, type BenchOptions } from './options.js';
 import { PGBENCH, pgbenchAvailable, runPgbench } from './pgbench.js';
+import { startOwnCluster } from './postgres-cluster.js';
 import {
   LOOPBACK,
   cpuMs,
@@ -599,9 +601,17 @@ async function main(): Promise<void> {
     if (build.code !== 0) throw new Error(`npm run build failed:\n${build.stdout}\n${build.stderr}`);
   }
 
-  const target = await createBenchTarget(options.databaseUrl);
+  let databaseUrl = options.databaseUrl;
+  if (options.ownPostgres) {
+    const cluster = await startOwnCluster();
+    cleanupTasks.push(() => cluster.stop());
+    databaseUrl = cluster.url;
+    log(`PostgreSQL: throwaway cluster in ${cluster.dataDir} on ${new URL(cluster.url).port}, configured by the benchmark (bench/postgres-cluster.ts)`);
+  }
+  const target = await createBenchTarget(databaseUrl);
   cleanupTasks.push(() => target.drop());
   log(`database: ${target.kind === 'postgres' ? `PostgreSQL, throwaway database ${target.name}` : `PGlite in ${target.name}`}`);
+  const postgresMode = target.kind !== 'postgres' ? null : options.ownPostgres ? 'own cluster (--own-postgres)' : 'DATABASE_URL';
 
   let sizes = options.sizes;
   const notes: string[] = [];
@@ -638,10 +648,21 @@ async function main(): Promise<void> {
     const size = target.kind === 'postgres' ? await tableSize(seedDb!) : undefined;
     seedTimes.push({ from, rows: to, seconds: Math.round(seconds * 10) / 10, ...(size ? { tableSize: size } : {}) });
     log(` ${seconds.toFixed(1)} s (incl. VACUUM ANALYZE)${size ? `, table + indexes ${size}` : ''}`);
+    if (target.kind === 'postgres') {
+      const warm = await prewarm(seedDb!);
+      if (typeof warm === 'string') {
+        log(`prewarm: ${warm}`);
+        notes.push(warm);
+      } else {
+        const fits = warm.pages <= warm.sharedBuffersPages;
+        log(`prewarm: ${warm.pages.toLocaleString('en-US')} pages of session_payments and its indexes into shared_buffers (${warm.sharedBuffersPages.toLocaleString('en-US')} pages)${fits ? '' : ': DOES NOT FIT'}`);
+        if (!fits) notes.push(`at ${fmt.rows(to)} rows session_payments and its indexes (${warm.pages} pages) do not fit in shared_buffers (${warm.sharedBuffersPages} pages): reads go through the kernel's page cache; --own-postgres configures a server for the benchmark`);
+      }
+    }
   };
   await seed(0, sizes[0]!);
   const settings = target.kind === 'postgres' ? await postgresSettings(seedDb) : {};
-  if (target.kind === 'postgres') log(`PostgreSQL settings (not changed by the benchmark): ${Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  if (target.kind === 'postgres') log(`PostgreSQL settings (${postgresMode}; jit and random_page_cost set on the bench database): ${Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
   if (target.kind === 'pglite') await closeSeedDb(); // the server process needs the data directory to itself
 
   // The list SQL pgbench runs must be the service's.
@@ -766,7 +787,7 @@ async function main(): Promise<void> {
   log(resultTable(ctx));
   log('');
   log(`seeding (not benchmarked, incl. VACUUM ANALYZE): ${seedTimes.map((s) => `${fmt.rows(s.from)} -> ${fmt.rows(s.rows)} rows ${s.seconds} s${s.tableSize ? ` (${s.tableSize})` : ''}`).join('; ')}`);
-  if (target.kind === 'postgres') log(`PostgreSQL: ${Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  if (target.kind === 'postgres') log(`PostgreSQL (${postgresMode}): ${Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
   log(`service peak RSS (VmHWM): ${fmt.mib(serviceHwm)} MiB; list SQL for pgbench: ${sqlCheck}; naive vs service: ${shapeCheck}`);
   log(`load average at end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (the load generator, the servers and PostgreSQL share this machine's ${machine.cores} cores)`);
   for (const n of notes) log(`note: ${n}`);
@@ -778,7 +799,7 @@ async function main(): Promise<void> {
     finishedAt: finishedAt.toISOString(),
     machine: { ...machine, loadAverageAtEnd: os.loadavg().map((l) => Math.round(l * 100) / 100) },
     options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, sizes },
-    database: { kind: target.kind, settings, seeding: seedTimes },
+    database: { kind: target.kind, mode: postgresMode, settings, seeding: seedTimes },
     service: { nodeArgs, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0' }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
     checks: { listSql: sqlCheck, naiveShape: shapeCheck },
     scrypt: DEFAULT_SCRYPT_PARAMS,
