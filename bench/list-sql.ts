@@ -3,7 +3,7 @@
 // it MUST match the service: when the repository's list query changes, paste the new text here.
 // The harness checks it on every PostgreSQL run by sampling pg_stat_activity while the service
 // answers the list, and prints "list SQL: matches the service" or a warning.
-export const SERVICE_LIST_SQL = `select '[' || coalesce(string_agg("document", ','), '') || ']' from "session_payments" where "session_payments"."session" = ANY($1::text[])`;
+export const SERVICE_LIST_SQL = `select "document" from "session_payments" where "session_payments"."session" = ANY($1::text[])`;
 
 // Whitespace-insensitive comparison of two SQL texts.
 export function normalizeSql(text: string): string {
