@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { parseOptions } from '../../bench/options.js';
+import { BENCH_POSTGRES_SETTINGS } from '../../bench/postgres-cluster.js';
+
+const LOCAL_URL = 'postgres://postgres@127.0.0.1:5432/test';
+
+describe('bench options', () => {
+  it('uses PGlite and one size without DATABASE_URL', () => {
+    const options = parseOptions([], {});
+    expect(options).toMatchObject({ databaseUrl: undefined, ownPostgres: false, sizes: [10_000], runs: 1, durationSeconds: 10 });
+  });
+
+  it('uses DATABASE_URL and both sizes when it is set', () => {
+    const options = parseOptions(['--runs', '3', '--duration', '8'], { DATABASE_URL: LOCAL_URL });
+    expect(options).toMatchObject({ databaseUrl: LOCAL_URL, ownPostgres: false, sizes: [10_000, 1_000_000], runs: 3, durationSeconds: 8 });
+  });
+
+  it('--own-postgres ignores DATABASE_URL and seeds both sizes', () => {
+    const options = parseOptions(['--own-postgres'], { DATABASE_URL: LOCAL_URL });
+    expect(options).toMatchObject({ databaseUrl: undefined, ownPostgres: true, sizes: [10_000, 1_000_000] });
+    expect(parseOptions(['--own-postgres', '--quick'], {}).sizes).toEqual([10_000]);
+  });
+
+  it('sorts and de-duplicates sizes', () => {
+    expect(parseOptions(['--sizes', '1_000_000,10000,10000'], { DATABASE_URL: LOCAL_URL }).sizes).toEqual([10_000, 1_000_000]);
+  });
+});
+
+describe('bench PostgreSQL settings', () => {
+  it('holds the 1,000,000-row table (about 1.3 GB with its indexes) in shared_buffers', () => {
+    const match = /^(\d+)GB$/.exec(BENCH_POSTGRES_SETTINGS.shared_buffers ?? '');
+    expect(match).not.toBeNull();
+    expect(Number(match![1])).toBeGreaterThanOrEqual(2);
+  });
+});
