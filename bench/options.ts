@@ -13,12 +13,14 @@ export interface BenchOptions {
   databaseUrl: string | undefined;
   // Start a throwaway PostgreSQL cluster configured for the benchmark instead of using DATABASE_URL.
   ownPostgres: boolean;
+  // Connection pool size of the service and of the naive server alike.
+  poolMax: number;
 }
 
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 export const ROOT_DIR = fileURLToPath(new URL('..', import.meta.url));
 
-const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres]
+const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N]
   --quick       10,000 rows only, 5 s per scenario (development)
   --baseline    only the 100-ID list: service vs naive server vs pgbench (targets a-c)
   --runs N      repeat every scenario N times (same server process) and report medians; default 1
@@ -28,6 +30,8 @@ const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--runs N] [--dura
   --out FILE    where the JSON figures go; default bench/results/latest.json (latest-quick.json with --quick)
   --own-postgres  start a throwaway PostgreSQL cluster with the benchmark's settings (shared_buffers
                 that holds the 1M-row table, ...) from this machine's binaries; DATABASE_URL is ignored
+  --pool N      database pool size of the service (DATABASE_POOL_MAX) and of the naive server;
+                default 10, the service's own default
 Runs against PostgreSQL when DATABASE_URL is set (a throwaway database is created on that server
 and dropped at the end), otherwise against PGlite in a temporary directory.`;
 
@@ -40,6 +44,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   let build = true;
   let out: string | undefined;
   let ownPostgres = false;
+  let poolMax: number | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -70,6 +75,9 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
         break;
       case '--out':
         out = value();
+        break;
+      case '--pool':
+        poolMax = positiveInt(value(), arg, 500);
         break;
       case '--own-postgres':
         ownPostgres = true;
@@ -104,6 +112,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     out: out ?? `${BENCH_DIR}results/${quick ? 'latest-quick' : 'latest'}.json`,
     databaseUrl,
     ownPostgres,
+    poolMax: poolMax ?? 10,
   };
 }
 

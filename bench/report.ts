@@ -20,6 +20,9 @@ export interface Measurement extends LoadResult {
   // CPU time per completed request of that process, and of all PostgreSQL processes (cluster-wide)
   cpuMsPerRequest: number | null;
   pgCpuMsPerRequest: number | null;
+  // CPU time per request of the harness itself (autocannon and the latency bookkeeping): the load
+  // generator shares the machine's cores with the servers, so it is part of every request's cost.
+  loadCpuMsPerRequest: number | null;
 }
 
 export interface ScenarioRecord extends ScenarioInfo {
@@ -42,6 +45,7 @@ export function medianOf(runs: Measurement[]): Measurement {
   const rss = m((r) => r.rssMiB);
   const cpu = m((r) => r.cpuMsPerRequest);
   const pgCpu = m((r) => r.pgCpuMsPerRequest);
+  const loadCpu = m((r) => r.loadCpuMsPerRequest);
   return {
     rps: m((r) => r.rps),
     p50: m((r) => r.p50),
@@ -54,6 +58,7 @@ export function medianOf(runs: Measurement[]): Measurement {
     rssMiB: Number.isFinite(rss) ? rss : null,
     cpuMsPerRequest: Number.isFinite(cpu) ? cpu : null,
     pgCpuMsPerRequest: Number.isFinite(pgCpu) ? pgCpu : null,
+    loadCpuMsPerRequest: Number.isFinite(loadCpu) ? loadCpu : null,
   };
 }
 

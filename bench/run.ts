@@ -143,7 +143,9 @@ async function measure(ctx: Context, info: Omit<ScenarioInfo, 'key'>, pid: numbe
   const pg = ctx.target.kind === 'postgres' && !(pid === null && info.target === 'service');
   const cpuBefore = pid === null ? null : cpuMs(pid);
   const pgBefore = pg ? postgresCpuMs() : 0;
+  const harnessBefore = process.cpuUsage();
   const result = await fn();
+  const harness = process.cpuUsage(harnessBefore);
   const cpuAfter = pid === null ? null : cpuMs(pid);
   const pgAfter = pg ? postgresCpuMs() : 0;
   const perRequest = (ms: number) => (result.requests > 0 ? ms / result.requests : null);
@@ -152,6 +154,8 @@ async function measure(ctx: Context, info: Omit<ScenarioInfo, 'key'>, pid: numbe
     rssMiB: pid === null ? null : rssMiB(pid),
     cpuMsPerRequest: cpuBefore !== null && cpuAfter !== null ? perRequest(cpuAfter - cpuBefore) : null,
     pgCpuMsPerRequest: pg ? perRequest(pgAfter - pgBefore) : null,
+    // pgbench generates its own load in its own process
+    loadCpuMsPerRequest: info.target === 'pgbench' ? null : perRequest((harness.user + harness.system) / 1000),
   };
   let record = ctx.records.get(key);
   if (!record) {
@@ -163,7 +167,7 @@ async function measure(ctx: Context, info: Omit<ScenarioInfo, 'key'>, pid: numbe
   ctx.scenarioCount++;
   const errors = m.non2xx + m.socketErrors;
   log(
-    `  ${info.label.padEnd(44)} ${info.target.padEnd(7)} rows ${fmt.rows(info.rows).padStart(4)}: ${fmt.int(m.rps).padStart(7)} rps  p50 ${fmt.ms(m.p50).padStart(6)} ms  p99 ${fmt.ms(m.p99).padStart(6)} ms  errors ${errors}${errors ? ` ${JSON.stringify(m.statusCodes)}` : ''}${m.rssMiB !== null ? `  RSS ${fmt.mib(m.rssMiB)} MiB` : ''}${m.cpuMsPerRequest !== null ? `  cpu ${fmt.cpu(m.cpuMsPerRequest)} ms/req` : ''}${m.pgCpuMsPerRequest !== null ? `  pg cpu ${fmt.cpu(m.pgCpuMsPerRequest)} ms/req` : ''}`,
+    `  ${info.label.padEnd(44)} ${info.target.padEnd(7)} rows ${fmt.rows(info.rows).padStart(4)}: ${fmt.int(m.rps).padStart(7)} rps  p50 ${fmt.ms(m.p50).padStart(6)} ms  p99 ${fmt.ms(m.p99).padStart(6)} ms  errors ${errors}${errors ? ` ${JSON.stringify(m.statusCodes)}` : ''}${m.rssMiB !== null ? `  RSS ${fmt.mib(m.rssMiB)} MiB` : ''}${m.cpuMsPerRequest !== null ? `  cpu ${fmt.cpu(m.cpuMsPerRequest)} ms/req` : ''}${m.pgCpuMsPerRequest !== null ? `  pg cpu ${fmt.cpu(m.pgCpuMsPerRequest)} ms/req` : ''}${m.loadCpuMsPerRequest !== null ? `  load cpu ${fmt.cpu(m.loadCpuMsPerRequest)} ms/req` : ''}`,
   );
   await sleep(300);
   return m;
@@ -593,7 +597,7 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   log(`charging-network-service benchmark, ${startedAt.toISOString()}`);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}, node ${machine.node}, load average ${machine.loadAverageAtStart.join(' ')}`);
-  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}`);
+  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
 
   if (options.build) {
     log('building: npm run build');
@@ -687,13 +691,14 @@ async function main(): Promise<void> {
     HOST: LOOPBACK,
     PORT: String(servicePort),
     RATE_LIMIT_MAX: '0',
+    DATABASE_POOL_MAX: String(options.poolMax),
     AUTH_TOKEN_TTL_SECONDS: '86400',
     ...(target.kind === 'postgres' ? { DATABASE_URL: target.url } : { DATA_DIR: target.dataDir }),
   };
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const service = startChild('service', process.execPath, [...nodeArgs, 'dist/server.js'], { cwd: ROOT_DIR, env: serverEnv, logFile: join(logDir, 'service.log') });
   await waitForHttp(service, `http://${LOOPBACK}:${servicePort}/readyz`, 60_000, 200);
-  log(`service: node dist/server.js pid ${service.pid} on ${LOOPBACK}:${servicePort} (NODE_ENV=production LOG_LEVEL=warn RATE_LIMIT_MAX=0, pool ${process.env.DATABASE_POOL_MAX ?? 'default'})${nodeArgs.length ? ` node args ${nodeArgs.join(' ')}` : ''}`);
+  log(`service: node dist/server.js pid ${service.pid} on ${LOOPBACK}:${servicePort} (NODE_ENV=production LOG_LEVEL=warn RATE_LIMIT_MAX=0, DATABASE_POOL_MAX=${options.poolMax})${nodeArgs.length ? ` node args ${nodeArgs.join(' ')}` : ''}`);
 
   let naive: Child | null = null;
   let naivePort = 0;
@@ -701,11 +706,11 @@ async function main(): Promise<void> {
     naivePort = await freePort();
     naive = startChild('naive', process.execPath, [join(BENCH_DIR, 'naive-server.mjs')], {
       cwd: ROOT_DIR,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: LOOPBACK, PORT: String(naivePort), DATABASE_URL: target.url },
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: LOOPBACK, PORT: String(naivePort), DATABASE_URL: target.url, POOL_MAX: String(options.poolMax) },
       logFile: join(logDir, 'naive.log'),
     });
     await waitForHttp(naive, `http://${LOOPBACK}:${naivePort}/`, 30_000);
-    log(`naive server: node bench/naive-server.mjs pid ${naive.pid} on ${LOOPBACK}:${naivePort}`);
+    log(`naive server: node bench/naive-server.mjs pid ${naive.pid} on ${LOOPBACK}:${naivePort} (pool ${options.poolMax})`);
   }
 
   const basicAll = basicOf(clients.all);
@@ -798,9 +803,9 @@ async function main(): Promise<void> {
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     machine: { ...machine, loadAverageAtEnd: os.loadavg().map((l) => Math.round(l * 100) / 100) },
-    options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, sizes },
+    options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, sizes, poolMax: options.poolMax },
     database: { kind: target.kind, mode: postgresMode, settings, seeding: seedTimes },
-    service: { nodeArgs, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0' }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
+    service: { nodeArgs, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
     checks: { listSql: sqlCheck, naiveShape: shapeCheck },
     scrypt: DEFAULT_SCRYPT_PARAMS,
     notes,
