@@ -61,9 +61,9 @@ export async function startOwnCluster(): Promise<OwnCluster> {
   const asRoot = process.getuid?.() === 0;
   let wrap = (command: string, args: string[]): [string, string[]] => [command, args];
   if (asRoot) {
-    const ids = execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim();
+    const uid = execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim();
     const gid = execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim();
-    chownSync(dir, Number(ids), Number(gid));
+    chownSync(dir, Number(uid), Number(gid));
     wrap = (command, args) => ['runuser', ['-u', 'postgres', '--', command, ...args]];
   }
   const run = async (command: string, args: string[], timeoutMs: number) => {
