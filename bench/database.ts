@@ -2,11 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { getTableColumns } from 'drizzle-orm';
 import pg from 'pg';
 import { createClient, type CreatedClient } from '../src/auth/clients-service.js';
 import { openDatabase, sql, type Database } from '../src/db/database.js';
 import { computeBilling, type BillingInput } from '../src/payments/billing.js';
 import { seededRandom } from '../src/payments/demo-data.js';
+import { billedColumns, type NewSessionPaymentRow } from '../src/payments/payments-repository.js';
+import { sessionPayments } from '../src/payments/payments-schema.js';
 import { BENCH_DATABASE_SETTINGS } from './postgres-cluster.js';
 
 export const NETWORK_COUNT = 20;
@@ -106,14 +109,15 @@ export async function createBenchClients(database: Database): Promise<BenchClien
   return { all, network };
 }
 
+type PaymentType = NewSessionPaymentRow['paymentType'];
 const PAID_TYPES = ['GUEST', 'PAYMENT_TERMINAL', 'ROAMING', 'DRIVER_ACCOUNT', 'DRIVER_ACCOUNT', 'DRIVER_ACCOUNT', 'UNKNOWN'] as const;
 const CURRENCIES = ['USD', 'USD', 'USD', 'EUR', 'EUR', 'GBP', 'CAD', 'JPY'] as const;
 const SALES_TAX = [0.0725, 0.08, 0.19, 0.2, 0.05, 0.0625] as const;
 
 // A realistic spread of billing inputs; the seeded rows reuse these figures (computed once each by
 // the service's own billing module: computing 1,000,000 of them would take minutes).
-export function billingInputs(count: number, random: () => number): { input: BillingInput; paymentType: string }[] {
-  const out: { input: BillingInput; paymentType: string }[] = [];
+export function billingInputs(count: number, random: () => number): { input: BillingInput; paymentType: PaymentType }[] {
+  const out: { input: BillingInput; paymentType: PaymentType }[] = [];
   const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
   for (let i = 0; i < count; i++) {
     const free = i % 50 === 0;
@@ -146,87 +150,42 @@ export function billingInputs(count: number, random: () => number): { input: Bil
   return out;
 }
 
-const TEMPLATE_COLUMNS: [string, string][] = [
-  ['k', 'integer'],
-  ['currency', 'text'],
-  ['payment_type', 'text'],
-  ['cost_energy', 'integer'],
-  ['cost_idle', 'integer'],
-  ['cost_flat', 'integer'],
-  ['cost_time', 'integer'],
-  ['usage_energy_wh', 'double precision'],
-  ['usage_time_seconds', 'double precision'],
-  ['usage_idle_seconds', 'double precision'],
-  ['tax_config', 'jsonb'],
-  ['pre_tax_charging_session_cost', 'integer'],
-  ['pre_tax_energy', 'integer'],
-  ['pre_tax_idle', 'integer'],
-  ['pre_tax_flat', 'integer'],
-  ['pre_tax_time', 'integer'],
-  ['additional_fee', 'integer'],
-  ['pre_tax_additional_fee', 'integer'],
-  ['price_adjustment_id', 'text'],
-  ['price_adjustment_amount', 'numeric'],
-  ['price_adjustment_max', 'numeric'],
-  ['calculated_adjustment', 'integer'],
-  ['tax_sales', 'integer'],
-  ['tax_excise', 'integer'],
-  ['total_tax_amount', 'integer'],
-  ['billed_amount', 'integer'],
-];
-
-function templateRows(): Record<string, unknown>[] {
-  return billingInputs(TEMPLATE_COUNT, seededRandom(20_240_601)).map(({ input, paymentType }, k) => {
-    const b = computeBilling(input);
-    return {
-      k,
-      currency: input.currency,
-      payment_type: paymentType,
-      cost_energy: input.costs.energy,
-      cost_idle: input.costs.idle,
-      cost_flat: input.costs.flat,
-      cost_time: input.costs.time,
-      usage_energy_wh: input.usages.energy,
-      usage_time_seconds: input.usages.time,
-      usage_idle_seconds: input.usages.idle,
-      tax_config: input.taxConfig,
-      pre_tax_charging_session_cost: b.preTaxChargingSessionCost,
-      pre_tax_energy: b.preTaxCosts.energy,
-      pre_tax_idle: b.preTaxCosts.idle,
-      pre_tax_flat: b.preTaxCosts.flat,
-      pre_tax_time: b.preTaxCosts.time,
-      additional_fee: b.additionalFee ?? null,
-      pre_tax_additional_fee: b.preTaxAdditionalFee ?? null,
-      price_adjustment_id: b.priceAdjustment?.id ?? null,
-      price_adjustment_amount: b.priceAdjustment?.amount ?? null,
-      price_adjustment_max: b.priceAdjustment?.maxAdjustment ?? null,
-      calculated_adjustment: b.priceAdjustment?.calculatedAdjustment ?? null,
-      tax_sales: b.taxes.totalPercentSalesTax,
-      tax_excise: b.taxes.energyPerKwhExciseTax,
-      total_tax_amount: b.totalTaxAmount,
-      billed_amount: b.billedAmount,
-    };
+// One template row per billing input: its billing columns exactly as the service records them
+// (billedColumns), keyed by the table's snake_case column names, with a template number k.
+function templateRows(): { columns: [string, string][]; rows: Record<string, unknown>[] } {
+  const table = getTableColumns(sessionPayments);
+  const billed = billingInputs(TEMPLATE_COUNT, seededRandom(20_240_601)).map(({ input, paymentType }) =>
+    billedColumns({ ...input, paymentType }, computeBilling(input)),
+  );
+  const keys = Object.keys(billed[0]!) as (keyof typeof table)[];
+  const columns: [string, string][] = keys.map((key) => [table[key].name, table[key].getSQLType()]);
+  const rows = billed.map((values, k) => {
+    const row: Record<string, unknown> = { k };
+    for (const key of keys) row[table[key].name] = (values as Record<string, unknown>)[key];
+    return row;
   });
+  return { columns, rows };
 }
 
-const PAYMENT_COLUMNS = TEMPLATE_COLUMNS.slice(1).map(([name]) => name);
 
 // Brings session_payments from `from` to `to` seeded rows (ses_bench_<from> … ses_bench_<to-1>):
 // a multi-row INSERT … SELECT over generate_series, joined with the billing templates.
 export async function seedPayments(database: Database, from: number, to: number, progress: (done: number) => void): Promise<void> {
-  await query(database, `CREATE TABLE IF NOT EXISTS bench_seed_templates (${TEMPLATE_COLUMNS.map(([n, t]) => `${n} ${t}`).join(', ')})`);
+  const templates = templateRows();
+  const definition = [['k', 'integer'], ...templates.columns].map(([c, t]) => `${c} ${t}`).join(', ');
+  const paymentColumns = templates.columns.map(([name]) => name);
+  await query(database, `CREATE TABLE IF NOT EXISTS bench_seed_templates (${definition})`);
   const [{ n } = { n: 0 }] = await query<{ n: number }>(database, 'SELECT count(*)::int AS n FROM bench_seed_templates');
   if (Number(n) === 0) {
-    const json = JSON.stringify(templateRows());
     await database.db.execute(
-      sql`INSERT INTO bench_seed_templates SELECT * FROM jsonb_to_recordset(${json}::jsonb) AS t(${sql.raw(TEMPLATE_COLUMNS.map(([c, t]) => `${c} ${t}`).join(', '))})`,
+      sql`INSERT INTO bench_seed_templates SELECT * FROM jsonb_to_recordset(${JSON.stringify(templates.rows)}::jsonb) AS t(${sql.raw(definition)})`,
     );
   }
   for (let lo = from; lo < to; lo += CHUNK_ROWS) {
     const hi = Math.min(to, lo + CHUNK_ROWS) - 1;
     await query(
       database,
-      `INSERT INTO session_payments (id, network, session, site_partners, location, status, recorded_at, collected_at, created_at, updated_at, ${PAYMENT_COLUMNS.join(', ')})
+      `INSERT INTO session_payments (id, network, session, site_partners, location, status, recorded_at, collected_at, created_at, updated_at, ${paymentColumns.join(', ')})
        SELECT 'pmt_01BENCH' || lpad(upper(to_hex(g)), 19, '0'),
               'net_bench_' || lpad((g % ${NETWORK_COUNT})::text, 2, '0'),
               'ses_bench_' || g,
@@ -236,7 +195,7 @@ export async function seedPayments(database: Database, from: number, to: number,
               r.ts,
               CASE WHEN g % 3 = 1 THEN r.ts + interval '2 hours' END,
               r.ts, r.ts,
-              ${PAYMENT_COLUMNS.map((c) => `t.${c}`).join(', ')}
+              ${paymentColumns.map((c) => `t.${c}`).join(', ')}
        FROM generate_series(${lo}, ${hi}) AS g
        JOIN bench_seed_templates t ON t.k = g % ${TEMPLATE_COUNT}
        CROSS JOIN LATERAL (SELECT timestamptz '2025-01-01 00:00:00+00' + g * interval '7 seconds' AS ts) r`,

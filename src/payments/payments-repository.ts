@@ -1,5 +1,6 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.js';
+import type { BillingInput, BillingResult } from './billing.js';
 import { sessionPayments } from './payments-schema.js';
 import type { SessionPayment } from './payments-schemas.js';
 
@@ -7,6 +8,40 @@ export type SessionPaymentRow = typeof sessionPayments.$inferSelect;
 export type NewSessionPaymentRow = typeof sessionPayments.$inferInsert;
 
 const p = sessionPayments;
+
+// The billing columns of a payment row: what the client sent and what computeBilling made of it.
+export function billedColumns(
+  input: BillingInput & { paymentType: NewSessionPaymentRow['paymentType'] },
+  billing: BillingResult,
+): Omit<NewSessionPaymentRow, 'id' | 'network' | 'session' | 'sitePartners' | 'location' | 'status' | 'recordedAt' | 'collectedAt' | 'createdAt' | 'updatedAt' | 'document'> {
+  return {
+    currency: input.currency,
+    paymentType: input.paymentType,
+    costEnergy: input.costs.energy,
+    costIdle: input.costs.idle,
+    costFlat: input.costs.flat,
+    costTime: input.costs.time,
+    usageEnergyWh: input.usages.energy,
+    usageTimeSeconds: input.usages.time,
+    usageIdleSeconds: input.usages.idle,
+    taxConfig: input.taxConfig,
+    preTaxChargingSessionCost: billing.preTaxChargingSessionCost,
+    preTaxEnergy: billing.preTaxCosts.energy,
+    preTaxIdle: billing.preTaxCosts.idle,
+    preTaxFlat: billing.preTaxCosts.flat,
+    preTaxTime: billing.preTaxCosts.time,
+    additionalFee: billing.additionalFee ?? null,
+    preTaxAdditionalFee: billing.preTaxAdditionalFee ?? null,
+    priceAdjustmentId: billing.priceAdjustment?.id ?? null,
+    priceAdjustmentAmount: billing.priceAdjustment?.amount ?? null,
+    priceAdjustmentMax: billing.priceAdjustment?.maxAdjustment ?? null,
+    calculatedAdjustment: billing.priceAdjustment?.calculatedAdjustment ?? null,
+    taxSales: billing.taxes.totalPercentSalesTax,
+    taxExcise: billing.taxes.energyPerKwhExciseTax,
+    totalTaxAmount: billing.totalTaxAmount,
+    billedAmount: billing.billedAmount,
+  };
+}
 
 // network null: the caller may see every network.
 function visibleTo(network: string | null, condition: SQL): SQL {
