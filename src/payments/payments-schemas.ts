@@ -2,28 +2,18 @@
 // and generate the OpenAPI description. Response schemas document only; replies are written with
 // JSON.stringify or, for the list, as JSON text that PostgreSQL built.
 import { z } from 'zod';
+import { identifierSchema } from '../identifier-schemas.js';
+import { LISTED_ID, MAX_ID_LENGTH, UNLISTED_ID, exceedsIdLength, splitList } from '../identifiers.js';
 import { MAX_AMOUNT, isActiveCurrency } from './billing.js';
 import { sessionPayments } from './payments-schema.js';
 
 export const MAX_SESSION_IDS = 100;
-export const MAX_ID_LENGTH = 128;
 export const MAX_SITE_PARTNERS = 50;
 // Clocks of callers drift; a time a little ahead of ours is still "now" to them.
 export const FUTURE_TOLERANCE_MS = 5 * 60 * 1000;
 
 export const PAYMENT_TYPES = sessionPayments.paymentType.enumValues;
 export const PAYMENT_STATUSES = sessionPayments.status.enumValues;
-
-// IDs are text without control characters or unpaired UTF-16 surrogates: a NUL cannot be stored
-// in PostgreSQL text, and a lone surrogate would silently be stored as U+FFFD, a different ID.
-export const FORBIDDEN_ID_CHARACTER = /[\p{Cc}\p{Cs}]/u;
-const ID_CHARACTERS_ONLY = /^[^\p{Cc}\p{Cs}]*$/u;
-
-// "Characters" are Unicode code points, as PostgreSQL counts them; String#length counts UTF-16
-// units, so an ID of astral characters would otherwise be cut at half its allowed length.
-export function exceedsIdLength(s: string): boolean {
-  return s.length > MAX_ID_LENGTH && [...s].length > MAX_ID_LENGTH;
-}
 
 const tooLong = (input: string) =>
   ({ code: 'too_big', origin: 'string', maximum: MAX_ID_LENGTH, inclusive: true, input, message: `must be at most ${MAX_ID_LENGTH} characters` }) as const;
@@ -36,7 +26,7 @@ function parseSessionIds(raw: string, ctx: z.RefinementCtx<string>): string[] {
     ctx.addIssue({ code: 'too_small', origin: 'string', minimum: 1, inclusive: true, input: raw, message: 'sessionIds must list at least one session ID' });
     return z.NEVER;
   }
-  const entries = raw.split(',').map((entry) => entry.trim());
+  const entries = splitList(raw);
   entries.forEach((entry, i) => {
     if (entry === '') {
       ctx.addIssue({ code: 'too_small', origin: 'string', minimum: 1, inclusive: true, input: entry, path: [i], message: 'session ID must not be blank' });
@@ -77,14 +67,10 @@ export const listQuerySchema = z.object({
 // ---------------------------------------------------------------------------------------------
 // Request bodies
 
-const identifier = z
-  .string()
-  .min(1, 'must not be empty')
-  .regex(ID_CHARACTERS_ONLY, 'must not contain control characters or unpaired surrogates')
-  .superRefine((s, ctx) => {
-    if (exceedsIdLength(s)) ctx.addIssue(tooLong(s));
-  })
-  .meta({ minLength: 1, maxLength: MAX_ID_LENGTH });
+// IDs the list must find again (session, network, location, site partners) hold no comma; the
+// others may, since nothing splits them.
+const listedId = identifierSchema(LISTED_ID);
+const unlistedId = identifierSchema(UNLISTED_ID);
 
 const amount = z.number().int().min(0).max(MAX_AMOUNT);
 // z.number() already refuses NaN and ±Infinity (JSON's 1e400 parses to Infinity).
@@ -128,7 +114,7 @@ const taxConfigInput = z
 
 const priceAdjustmentInput = z
   .object({
-    id: identifier,
+    id: unlistedId,
     amount: z.number().min(0).max(100).meta({ description: 'Discount percentage (20 = 20 % off)' }),
     maxAdjustment: z.number().min(0).nullable().meta({ description: 'Cap in minor units; null or 0 = no cap' }),
   })
@@ -136,7 +122,7 @@ const priceAdjustmentInput = z
   .nullable();
 
 const sitePartnersInput = z
-  .array(identifier)
+  .array(listedId)
   .transform((ids) => [...new Set(ids)])
   .superRefine((ids, ctx) => {
     if (ids.length > MAX_SITE_PARTNERS) {
@@ -154,10 +140,10 @@ const sitePartnersInput = z
 
 export const recordBodySchema = z
   .object({
-    network: identifier,
-    session: identifier,
+    network: listedId,
+    session: listedId,
     sitePartners: sitePartnersInput,
-    location: identifier,
+    location: listedId,
     currency: z.string().refine(isActiveCurrency, 'must be an active ISO 4217 currency code with minor units').meta({ example: 'USD' }),
     paymentType: z.enum(PAYMENT_TYPES),
     costs: componentAmounts.meta({ description: 'Tax-inclusive charges per component, before any discount, in minor units' }),
@@ -198,7 +184,7 @@ export const collectBodySchema = z
   .nullable()
   .optional();
 
-export const paymentIdParamsSchema = z.object({ id: identifier.meta({ example: 'pmt_01J9Z8Q4W6X3V5T7R9P1N3M5K7' }) });
+export const paymentIdParamsSchema = z.object({ id: unlistedId.meta({ example: 'pmt_01J9Z8Q4W6X3V5T7R9P1N3M5K7' }) });
 
 // ---------------------------------------------------------------------------------------------
 // Responses (spec §2.1, fields in the spec's order)

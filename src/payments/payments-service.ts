@@ -2,9 +2,10 @@ import type { Principal } from '../auth/principal.js';
 import { isUniqueViolation, type Db, type Executor } from '../db/database.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
+import { hasForbiddenCharacter } from '../identifiers.js';
 import { computeBilling, isFreeConsistent } from './billing.js';
 import * as payments from './payments-repository.js';
-import { FORBIDDEN_ID_CHARACTER, type RecordPaymentInput, type SessionPayment } from './payments-schemas.js';
+import type { RecordPaymentInput, SessionPayment } from './payments-schemas.js';
 
 // What the service needs of the caller: network null may act on every network.
 export type NetworkScope = Pick<Principal, 'network'>;
@@ -13,7 +14,7 @@ export type NetworkScope = Pick<Principal, 'network'>;
 export async function listSessionPaymentsJson(db: Db, scope: NetworkScope, sessionIds: readonly string[]): Promise<string> {
   // A recorded session ID never contains such characters, so an ID that does has no payment; and
   // PostgreSQL could not even take a NUL as a parameter.
-  const candidates = sessionIds.filter((id) => !FORBIDDEN_ID_CHARACTER.test(id));
+  const candidates = sessionIds.filter((id) => !hasForbiddenCharacter(id));
   if (candidates.length === 0) return '[]';
   return payments.listPaymentsJson(db, candidates, scope.network);
 }
