@@ -1,28 +1,8 @@
 import { z } from 'zod';
+import { identifierSchema, nameSchema } from '../identifier-schemas.js';
+import { LISTED_ID } from '../identifiers.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
 // Every object is strict: a misspelt optional field must be a 400, never silently ignored.
-
-// C0/C1 controls and DEL, plus unpaired UTF-16 surrogates: the drivers would store the latter as
-// U+FFFD, so what is read back would not be what was sent.
-const FORBIDDEN_CHARACTERS = /[\p{Cc}\p{Cs}]/u;
-
-// Counted in code points, as JSON Schema's maxLength and PostgreSQL's char_length count them.
-const codePoints = (s: string): number => {
-  let n = 0;
-  for (const _ of s) n++;
-  return n;
-};
-
-// Free text: trimmed first, so the length rule applies to what is stored.
-export function boundedText(max: number) {
-  return z
-    .string()
-    .trim()
-    .min(1, 'must not be empty or only whitespace')
-    .refine((s) => codePoints(s) <= max, `must be at most ${max} characters`)
-    .refine((s) => !FORBIDDEN_CHARACTERS.test(s), 'must not contain control characters')
-    .meta({ maxLength: max });
-}
 
 export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const ID_RULE = 'must be 1 to 128 characters from A-Z, a-z, 0-9 and . _ : -';
@@ -31,13 +11,8 @@ const ID_RULE = 'must be 1 to 128 characters from A-Z, a-z, 0-9 and . _ : -';
 // other input PostgreSQL would refuse away from the database.
 export const idSchema = z.string().regex(ID_PATTERN, ID_RULE);
 
-export const networkSchema = z
-  .string()
-  .min(1, 'must not be empty')
-  .refine((s) => codePoints(s) <= 128, 'must be at most 128 characters')
-  .refine((s) => !FORBIDDEN_CHARACTERS.test(s), 'must not contain control characters')
-  .refine((s) => s.trim() === s, 'must not start or end with whitespace')
-  .meta({ maxLength: 128 });
+// Free text, but an identifier: the same rules as the network of a payment.
+export const networkSchema = identifierSchema(LISTED_ID);
 
 function absoluteUrl(schemes: readonly string[]) {
   return (value: string): boolean => {
@@ -121,8 +96,8 @@ const connectorInput = z
 
 export const createChargingStationModelBody = z
   .object({
-    vendor: boundedText(200),
-    model: boundedText(200),
+    vendor: nameSchema(200),
+    model: nameSchema(200),
     powerType: z.enum(POWER_TYPES),
     connectors: z
       .array(connectorInput)
@@ -139,14 +114,14 @@ export const createChargingStationModelBody = z
       }),
     configurationKeys: z
       .object({
-        ocppUrl: boundedText(OCPP_URL_MAX)
+        ocppUrl: nameSchema(OCPP_URL_MAX)
           .refine(absoluteUrl(['ws', 'wss']), 'must be an absolute ws:// or wss:// URL')
           .optional(),
       })
       .strict()
       .optional(),
-    friendlyName: boundedText(200).optional().describe('defaults to "vendor model"'),
-    imageUrl: boundedText(500).refine(absoluteUrl(['http', 'https']), 'must be an absolute http:// or https:// URL').optional(),
+    friendlyName: nameSchema(200).optional().describe('defaults to "vendor model"'),
+    imageUrl: nameSchema(500).refine(absoluteUrl(['http', 'https']), 'must be an absolute http:// or https:// URL').optional(),
   })
   .strict();
 
@@ -207,7 +182,7 @@ export const createAssetBody = z
   .object({
     id: idSchema.optional().describe('the OCPP charge point identity; default ast_ + a time-ordered id'),
     network: networkSchema,
-    name: boundedText(200).optional(),
+    name: nameSchema(200).optional(),
     chargingStationModelId: idSchema.optional(),
     ocppVersion: z.enum(['1.6', '2.0.1']).optional().describe('default 2.0.1'),
     securityProfile: z
