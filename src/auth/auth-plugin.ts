@@ -64,21 +64,28 @@ async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): P
   return toPrincipal(payload, auth);
 }
 
+// Own properties only: with a claim named e.g. "constructor" or "toString", an absent claim would
+// otherwise be answered by Object.prototype.
+function ownClaim(payload: Record<string, unknown>, name: string): unknown {
+  return Object.getOwnPropertyDescriptor(payload, name)?.value;
+}
+
 export function toPrincipal(payload: Record<string, unknown>, auth: Pick<AppConfig['auth'], 'networkClaim' | 'rolesClaim'>): Principal {
   const scopes = new Set<string>();
-  if (typeof payload.scope === 'string') for (const s of payload.scope.split(' ')) if (s) scopes.add(s);
+  const scope = ownClaim(payload, 'scope');
+  if (typeof scope === 'string') for (const s of scope.split(' ')) if (s) scopes.add(s);
   for (const claim of ['scp', 'permissions']) {
-    const v = payload[claim];
+    const v = ownClaim(payload, claim);
     if (Array.isArray(v)) for (const s of v) if (typeof s === 'string') scopes.add(s);
     if (typeof v === 'string') for (const s of v.split(' ')) if (s) scopes.add(s);
   }
-  const rawNetwork = payload[auth.networkClaim];
-  if (rawNetwork !== undefined && rawNetwork !== null && (typeof rawNetwork !== 'string' || rawNetwork.length === 0)) {
-    // A network claim we cannot read must not widen the token to every network.
+  // Only an absent claim means every network: null, "" or any other non-string must not widen.
+  const rawNetwork = ownClaim(payload, auth.networkClaim);
+  if (Object.hasOwn(payload, auth.networkClaim) && (typeof rawNetwork !== 'string' || rawNetwork.length === 0)) {
     throw new UnauthorizedError('Access token has an unreadable network claim');
   }
-  const roles = payload[auth.rolesClaim];
-  const clientId = [payload.client_id, payload.azp, payload.sub].find((v): v is string => typeof v === 'string') ?? 'unknown';
+  const roles = ownClaim(payload, auth.rolesClaim);
+  const clientId = ['client_id', 'azp', 'sub'].map((c) => ownClaim(payload, c)).find((v): v is string => typeof v === 'string') ?? 'unknown';
   return {
     clientId,
     scopes,

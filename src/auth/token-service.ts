@@ -56,8 +56,10 @@ export function createTokenService(deps: { db: Db; auth: AppConfig['auth']; key:
       jti: randomUUID(),
       scope: claims.scopes.join(' '),
     };
-    if (claims.network) payload[auth.networkClaim] = claims.network;
-    if (claims.isAdmin) payload[auth.rolesClaim] = ['admin'];
+    // Defined, not assigned: assigning to a claim named "__proto__" would silently drop it, and a
+    // network client's token would then read as unscoped.
+    if (claims.network) Object.defineProperty(payload, auth.networkClaim, { value: claims.network, enumerable: true });
+    if (claims.isAdmin) Object.defineProperty(payload, auth.rolesClaim, { value: ['admin'], enumerable: true });
     return {
       access_token: sign(payload),
       token_type: 'Bearer',
