@@ -57,11 +57,22 @@ async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): P
     const verified = (await request.jwtVerify()) as { payload?: Record<string, unknown> } | Record<string, unknown>;
     payload = ('payload' in verified && verified.payload ? verified.payload : verified) as Record<string, unknown>;
   } catch (error) {
+    // Only a token that failed verification is a 401. Anything else (a database error while the
+    // keys reload) says nothing about the token and must not tell a valid client to go away.
+    if (!isVerificationFailure(error)) throw error;
     request.log.info({ reason: (error as { code?: string }).code ?? (error as Error).message }, 'access token rejected');
     if (error instanceof UnauthorizedError) throw error;
     throw new UnauthorizedError('Access token is invalid or expired');
   }
   return toPrincipal(payload, auth);
+}
+
+// Our key resolvers throw UnauthorizedError; fast-jwt throws FAST_JWT_* TokenErrors (malformed,
+// expired, bad signature…), which @fastify/jwt passes on or rewraps as FST_JWT_* errors.
+function isVerificationFailure(error: unknown): boolean {
+  if (error instanceof UnauthorizedError) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('FAST_JWT_') || code.startsWith('FST_JWT_'));
 }
 
 // Own properties only: with a claim named e.g. "constructor" or "toString", an absent claim would

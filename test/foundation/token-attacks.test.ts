@@ -10,6 +10,7 @@ import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } fr
 import type { Db } from '../../src/db/database.js';
 import { UnauthorizedError } from '../../src/errors.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
+import { createTestDatabase } from '../helpers/test-database.js';
 
 const b64url = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 const now = () => Math.floor(Date.now() / 1000);
@@ -343,6 +344,30 @@ describe('database key resolver', () => {
     // at most one reload for the whole flood, within the refetch interval
     expect(counter.selects).toBeLessThanOrEqual(2);
     await expect(resolver.resolve({ kid: undefined, alg: 'ES256' })).rejects.toBeInstanceOf(UnauthorizedError);
+  });
+});
+
+describe('a database error while the signing keys reload', () => {
+  it('is not a 401 (the token may be fine): it fails as the database error it is, in the family shape', async () => {
+    const database = await createTestDatabase();
+    const t = await createProbeApp({ database, env: { AUTH_JWKS_CACHE_TTL_SECONDS: '1' } });
+    try {
+      expect((await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: t.bearer({ scopes: ['read:sessionpayment'] }) } })).statusCode).toBe(200);
+      await database.close();
+      // past the key cache's TTL, so the next verification reloads the keys from the closed database
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      // a fresh token, which fast-jwt's cache of verified tokens has not seen
+      const res = await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: t.bearer({ scopes: ['read:sessionpayment'] }) } });
+      expect(res.statusCode).not.toBe(401);
+      expect(res.statusCode).toBeGreaterThanOrEqual(500);
+      expect(res.headers['www-authenticate']).toBeUndefined();
+      const body = res.json() as Record<string, unknown>;
+      expect(Object.keys(body).sort()).toEqual(['code', 'message', 'status']);
+      expect(body.status).toBe(res.statusCode);
+      expect(res.body).not.toMatch(/\n\s+at /);
+    } finally {
+      await t.close();
+    }
   });
 });
 
