@@ -115,9 +115,14 @@ export function requireScope(...anyOf: Scope[]): onRequestAsyncHookHandler {
   };
 }
 
-export function requireAdmin(): onRequestAsyncHookHandler {
+// allNetworks: the operation changes what every network shares (the station model catalogue), so
+// an admin whose token is scoped to one network may not perform it.
+export function requireAdmin(options: { allNetworks?: boolean } = {}): onRequestAsyncHookHandler {
   return async (request) => {
     if (!request.principal.isAdmin) throw new ForbiddenError('Only admins may perform this operation');
+    if (options.allNetworks && request.principal.network !== null) {
+      throw new ForbiddenError('Only admins without a network claim may perform this operation: it affects every network');
+    }
   };
 }
 
