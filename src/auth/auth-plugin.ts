@@ -5,6 +5,7 @@ import type { AppConfig } from '../config.js';
 import { ForbiddenError, UnauthorizedError } from '../errors.js';
 import type { KeyResolver } from './key-resolver.js';
 import type { Principal } from './principal.js';
+import type { RevocationList } from './revocation-list.js';
 import type { Scope } from './scopes.js';
 import './principal.js';
 
@@ -14,10 +15,12 @@ const ALGORITHMS = ['ES256', 'ES384', 'ES512', 'RS256', 'RS384', 'RS512', 'PS256
 export interface AuthPluginOptions {
   auth: AppConfig['auth'];
   keyResolver: KeyResolver;
+  // Embedded issuer only: its clients can be revoked while their tokens are still valid.
+  revocations: RevocationList | null;
 }
 
 async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
-  const { auth, keyResolver } = opts;
+  const { auth, keyResolver, revocations } = opts;
   await app.register(fastifyJwt, {
     secret: async (_request: FastifyRequest, token: unknown) => {
       const header = (token as { header?: { kid?: string; alg?: string } }).header ?? {};
@@ -41,7 +44,13 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
 
   app.addHook('onRequest', async (request) => {
     if (request.is404 || request.routeOptions.config.public === true) return;
-    request.principal = await authenticate(request, auth);
+    const principal = await authenticate(request, auth);
+    // After fast-jwt's cache of verified tokens, so a cached token of a revoked client is refused too.
+    if (revocations && (await revocations.isRevoked(principal.clientId))) {
+      request.log.info({ clientId: principal.clientId }, 'access token of a revoked client');
+      throw new UnauthorizedError('Access token belongs to a revoked client');
+    }
+    request.principal = principal;
   });
 }
 
