@@ -16,6 +16,7 @@ import { createBootstrapClientIfNone, type CreatedClient } from './auth/clients-
 import { ensureSigningKey } from './auth/signing-keys-service.js';
 import { createTokenService, type TokenService } from './auth/token-service.js';
 import { oauthRoutes } from './auth/oauth-routes.js';
+import { createRevocationList, type RevocationList } from './auth/revocation-list.js';
 import errorHandler from './plugins/error-handler.js';
 import observability from './plugins/observability.js';
 import openapi from './plugins/openapi.js';
@@ -105,6 +106,8 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
 
   let tokens: TokenService | null = null;
   let keyResolver: KeyResolver;
+  // Revocation concerns the embedded issuer's clients only; an external provider revokes its own.
+  let revocations: RevocationList | null = null;
   if (config.auth.mode === 'external') {
     keyResolver = createJwksKeyResolver({
       jwksUrl: config.auth.jwksUrl!,
@@ -120,6 +123,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     await resolver.refresh();
     keyResolver = resolver;
     tokens = createTokenService({ db: database.db, auth: config.auth, key: signingKey! });
+    revocations = createRevocationList({ db: database.db, refreshSeconds: config.auth.revocationRefreshSeconds });
   }
 
   app.decorate('services', { database, config, tokens, bootstrapClient });
@@ -160,7 +164,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   }
   await app.register(observability, { database });
   await app.register(openapi, { tokenUrl: `${config.auth.issuer}/oauth/token` });
-  await app.register(authPlugin, { auth: config.auth, keyResolver });
+  await app.register(authPlugin, { auth: config.auth, keyResolver, revocations });
 
   if (tokens) {
     const tokenService = tokens;

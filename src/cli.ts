@@ -42,7 +42,9 @@ const commands: Record<string, Command> = {
       process.stderr.write(`no active client ${id}\n`);
       return 1;
     }
-    process.stdout.write(`client ${id} revoked; tokens it already holds stay valid until they expire\n`);
+    process.stdout.write(
+      `client ${id} revoked: it gets no new tokens, and the servers refuse the tokens it already holds within AUTH_REVOCATION_REFRESH_SECONDS (default 10 s, at most 30 s)\n`,
+    );
     return 0;
   },
   'demo-data': async (_args, db) => {

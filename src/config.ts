@@ -27,6 +27,8 @@ const envSchema = z.object({
   AUTH_SIGNING_ALG: z.enum(['ES256', 'RS256']).default('ES256'),
   AUTH_JWKS_CACHE_TTL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
   AUTH_JWKS_REFETCH_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
+  // Contract §9: a revoked client's tokens stop working within 30 s.
+  AUTH_REVOCATION_REFRESH_SECONDS: z.coerce.number().int().min(1).max(30).default(10),
   OCPP_MIN_SECURITY_PROFILE: z.coerce.number().int().min(1).max(3).default(2),
   RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(6000),
   RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).default(60),
@@ -54,6 +56,7 @@ export interface AppConfig {
     signingAlg: 'ES256' | 'RS256';
     jwksCacheTtlSeconds: number;
     jwksRefetchIntervalSeconds: number;
+    revocationRefreshSeconds: number;
   };
   ocppMinSecurityProfile: 1 | 2 | 3;
   rateLimit: { max: number; windowSeconds: number; redisUrl?: string | undefined };
@@ -96,6 +99,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       signingAlg: e.AUTH_SIGNING_ALG,
       jwksCacheTtlSeconds: e.AUTH_JWKS_CACHE_TTL_SECONDS,
       jwksRefetchIntervalSeconds: e.AUTH_JWKS_REFETCH_INTERVAL_SECONDS,
+      revocationRefreshSeconds: e.AUTH_REVOCATION_REFRESH_SECONDS,
     },
     ocppMinSecurityProfile: e.OCPP_MIN_SECURITY_PROFILE as 1 | 2 | 3,
     rateLimit: { max: e.RATE_LIMIT_MAX, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, redisUrl: e.REDIS_URL },

@@ -27,7 +27,7 @@ const DEFAULT_PAGE_SIZE = 20;
 const errors = { 400: errorBody, 401: messageBody, 403: messageBody, 500: errorBody } as const;
 
 // Hooks run in order after authentication, so the order of checks is 401 → 403 → 400 (validation).
-const modelWriters = [requireScope('write:chargingstationmodel'), requireAdmin()];
+const modelWriters = [requireScope('write:chargingstationmodel'), requireAdmin({ allNetworks: true })];
 const modelReaders = [requireScope('read:chargingstationmodel', 'write:chargingstationmodel')];
 const assetWriters = [requireScope('write:asset')];
 const assetReaders = [requireScope('read:asset', 'write:asset')];

@@ -5,6 +5,7 @@ import type { AppConfig } from '../config.js';
 import { ForbiddenError, UnauthorizedError } from '../errors.js';
 import type { KeyResolver } from './key-resolver.js';
 import type { Principal } from './principal.js';
+import type { RevocationList } from './revocation-list.js';
 import type { Scope } from './scopes.js';
 import './principal.js';
 
@@ -14,10 +15,12 @@ const ALGORITHMS = ['ES256', 'ES384', 'ES512', 'RS256', 'RS384', 'RS512', 'PS256
 export interface AuthPluginOptions {
   auth: AppConfig['auth'];
   keyResolver: KeyResolver;
+  // Embedded issuer only: its clients can be revoked while their tokens are still valid.
+  revocations: RevocationList | null;
 }
 
 async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
-  const { auth, keyResolver } = opts;
+  const { auth, keyResolver, revocations } = opts;
   await app.register(fastifyJwt, {
     secret: async (_request: FastifyRequest, token: unknown) => {
       const header = (token as { header?: { kid?: string; alg?: string } }).header ?? {};
@@ -41,7 +44,13 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
 
   app.addHook('onRequest', async (request) => {
     if (request.is404 || request.routeOptions.config.public === true) return;
-    request.principal = await authenticate(request, auth);
+    const principal = await authenticate(request, auth);
+    // After fast-jwt's cache of verified tokens, so a cached token of a revoked client is refused too.
+    if (revocations && (await revocations.isRevoked(principal.clientId))) {
+      request.log.info({ clientId: principal.clientId }, 'access token of a revoked client');
+      throw new UnauthorizedError('Access token belongs to a revoked client');
+    }
+    request.principal = principal;
   });
 }
 
@@ -57,6 +66,9 @@ async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): P
     const verified = (await request.jwtVerify()) as { payload?: Record<string, unknown> } | Record<string, unknown>;
     payload = ('payload' in verified && verified.payload ? verified.payload : verified) as Record<string, unknown>;
   } catch (error) {
+    // Only a token that failed verification is a 401. Anything else (a database error while the
+    // keys reload) says nothing about the token and must not tell a valid client to go away.
+    if (!isVerificationFailure(error)) throw error;
     request.log.info({ reason: (error as { code?: string }).code ?? (error as Error).message }, 'access token rejected');
     if (error instanceof UnauthorizedError) throw error;
     throw new UnauthorizedError('Access token is invalid or expired');
@@ -64,21 +76,36 @@ async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): P
   return toPrincipal(payload, auth);
 }
 
+// Our key resolvers throw UnauthorizedError; fast-jwt throws FAST_JWT_* TokenErrors (malformed,
+// expired, bad signature…), which @fastify/jwt passes on or rewraps as FST_JWT_* errors.
+function isVerificationFailure(error: unknown): boolean {
+  if (error instanceof UnauthorizedError) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('FAST_JWT_') || code.startsWith('FST_JWT_'));
+}
+
+// Own properties only: with a claim named e.g. "constructor" or "toString", an absent claim would
+// otherwise be answered by Object.prototype.
+function ownClaim(payload: Record<string, unknown>, name: string): unknown {
+  return Object.getOwnPropertyDescriptor(payload, name)?.value;
+}
+
 export function toPrincipal(payload: Record<string, unknown>, auth: Pick<AppConfig['auth'], 'networkClaim' | 'rolesClaim'>): Principal {
   const scopes = new Set<string>();
-  if (typeof payload.scope === 'string') for (const s of payload.scope.split(' ')) if (s) scopes.add(s);
+  const scope = ownClaim(payload, 'scope');
+  if (typeof scope === 'string') for (const s of scope.split(' ')) if (s) scopes.add(s);
   for (const claim of ['scp', 'permissions']) {
-    const v = payload[claim];
+    const v = ownClaim(payload, claim);
     if (Array.isArray(v)) for (const s of v) if (typeof s === 'string') scopes.add(s);
     if (typeof v === 'string') for (const s of v.split(' ')) if (s) scopes.add(s);
   }
-  const rawNetwork = payload[auth.networkClaim];
-  if (rawNetwork !== undefined && rawNetwork !== null && (typeof rawNetwork !== 'string' || rawNetwork.length === 0)) {
-    // A network claim we cannot read must not widen the token to every network.
+  // Only an absent claim means every network: null, "" or any other non-string must not widen.
+  const rawNetwork = ownClaim(payload, auth.networkClaim);
+  if (Object.hasOwn(payload, auth.networkClaim) && (typeof rawNetwork !== 'string' || rawNetwork.length === 0)) {
     throw new UnauthorizedError('Access token has an unreadable network claim');
   }
-  const roles = payload[auth.rolesClaim];
-  const clientId = [payload.client_id, payload.azp, payload.sub].find((v): v is string => typeof v === 'string') ?? 'unknown';
+  const roles = ownClaim(payload, auth.rolesClaim);
+  const clientId = ['client_id', 'azp', 'sub'].map((c) => ownClaim(payload, c)).find((v): v is string => typeof v === 'string') ?? 'unknown';
   return {
     clientId,
     scopes,
@@ -97,9 +124,14 @@ export function requireScope(...anyOf: Scope[]): onRequestAsyncHookHandler {
   };
 }
 
-export function requireAdmin(): onRequestAsyncHookHandler {
+// allNetworks: the operation changes what every network shares (the station model catalogue), so
+// an admin whose token is scoped to one network may not perform it.
+export function requireAdmin(options: { allNetworks?: boolean } = {}): onRequestAsyncHookHandler {
   return async (request) => {
     if (!request.principal.isAdmin) throw new ForbiddenError('Only admins may perform this operation');
+    if (options.allNetworks && request.principal.network !== null) {
+      throw new ForbiddenError('Only admins without a network claim may perform this operation: it affects every network');
+    }
   };
 }
 

@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { oauthClients } from './auth-schema.js';
 
@@ -33,4 +33,9 @@ export async function revokeClient(db: Executor, id: string, at: Date): Promise<
     .where(and(eq(oauthClients.id, id), isNull(oauthClients.revokedAt)))
     .returning({ id: oauthClients.id });
   return rows.length > 0;
+}
+
+export async function listRevokedClientIds(db: Executor): Promise<string[]> {
+  const rows = await db.select({ id: oauthClients.id }).from(oauthClients).where(isNotNull(oauthClients.revokedAt));
+  return rows.map((r) => r.id);
 }

@@ -7,6 +7,7 @@ import { OAuthError } from './oauth-error.js';
 import { SCOPES } from './scopes.js';
 import { listVerificationKeys } from './signing-keys-repository.js';
 import { publicJwks } from './signing-keys-service.js';
+import { refuseControlCharacters } from './token-parameters.js';
 import { parseBasicAuthorization, type TokenService } from './token-service.js';
 
 const tokenRequestBody = z
@@ -38,6 +39,9 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
       config: { public: true },
       // Validation errors become RFC 6749 errors in the handler, not the API families' bodies.
       attachValidation: true,
+      // Before validation, which drops the parameters the endpoint does not use: they are checked too.
+      // Basic credentials are checked with the other parameters in the token service.
+      preValidation: async (request) => refuseControlCharacters({ query: request.query, body: request.body }),
       schema: {
         tags: ['oauth'],
         summary: 'Issue an access token (OAuth 2.0 client credentials grant)',

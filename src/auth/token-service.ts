@@ -5,6 +5,7 @@ import type { Db } from '../db/database.js';
 import { authenticateClient } from './clients-service.js';
 import { OAuthError } from './oauth-error.js';
 import { isScope, parseScopeList } from './scopes.js';
+import { tokenParameter } from './token-parameters.js';
 import type { SigningKeyRow } from './signing-keys-repository.js';
 
 export interface TokenClaims {
@@ -56,8 +57,10 @@ export function createTokenService(deps: { db: Db; auth: AppConfig['auth']; key:
       jti: randomUUID(),
       scope: claims.scopes.join(' '),
     };
-    if (claims.network) payload[auth.networkClaim] = claims.network;
-    if (claims.isAdmin) payload[auth.rolesClaim] = ['admin'];
+    // Defined, not assigned: assigning to a claim named "__proto__" would silently drop it, and a
+    // network client's token would then read as unscoped.
+    if (claims.network) Object.defineProperty(payload, auth.networkClaim, { value: claims.network, enumerable: true });
+    if (claims.isAdmin) Object.defineProperty(payload, auth.rolesClaim, { value: ['admin'], enumerable: true });
     return {
       access_token: sign(payload),
       token_type: 'Bearer',
@@ -67,24 +70,29 @@ export function createTokenService(deps: { db: Db; auth: AppConfig['auth']; key:
   }
 
   async function clientCredentialsGrant(req: TokenRequest): Promise<TokenResponse> {
-    const bodyId = optionalString(req.bodyClientId, 'client_id');
-    const bodySecret = optionalString(req.bodyClientSecret, 'client_secret');
+    // Every parameter is read (type, length, characters) before any is acted on, so a malformed
+    // one is a 400 invalid_request whatever else is wrong, and nothing malformed reaches the database.
+    const grantType = tokenParameter(req.grantType, 'grant_type');
+    const bodyId = tokenParameter(req.bodyClientId, 'client_id');
+    const bodySecret = tokenParameter(req.bodyClientSecret, 'client_secret');
+    const basicId = req.basic ? tokenParameter(req.basic.clientId, 'client_id') : undefined;
+    const basicSecret = req.basic ? tokenParameter(req.basic.clientSecret, 'client_secret') : undefined;
+    const scopeParam = tokenParameter(req.scope, 'scope');
+    const audience = tokenParameter(req.audience, 'audience');
     if (req.basic && (bodyId !== undefined || bodySecret !== undefined)) {
       throw new OAuthError('invalid_request', 'use exactly one client authentication method', true);
     }
-    const clientId = req.basic?.clientId ?? bodyId;
-    const clientSecret = req.basic?.clientSecret ?? bodySecret;
-    if (req.grantType === undefined || req.grantType === '') {
+    const clientId = req.basic ? basicId : bodyId;
+    const clientSecret = req.basic ? basicSecret : bodySecret;
+    if (grantType === undefined || grantType === '') {
       throw new OAuthError('invalid_request', 'grant_type is required');
     }
-    if (req.grantType !== 'client_credentials') {
+    if (grantType !== 'client_credentials') {
       throw new OAuthError('unsupported_grant_type', 'only the client_credentials grant is supported');
     }
     if (!clientId || !clientSecret) {
       throw new OAuthError('invalid_client', 'client authentication is required', req.basic !== null || bodyId === undefined);
     }
-    const scopeParam = optionalString(req.scope, 'scope');
-    const audience = optionalString(req.audience, 'audience');
     if (audience !== undefined && audience !== auth.audience) {
       throw new OAuthError('invalid_request', `audience must be ${auth.audience}`);
     }
@@ -104,13 +112,6 @@ export function createTokenService(deps: { db: Db; auth: AppConfig['auth']; key:
   }
 
   return { issue, clientCredentialsGrant };
-}
-
-function optionalString(value: unknown, name: string): string | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'string') throw new OAuthError('invalid_request', `${name} must be a string`);
-  if (value.length > 4096) throw new OAuthError('invalid_request', `${name} is too long`);
-  return value;
 }
 
 export function parseBasicAuthorization(header: string | undefined): { clientId: string; clientSecret: string } | null | 'malformed' {

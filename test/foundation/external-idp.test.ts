@@ -77,6 +77,16 @@ describe('external identity provider (AUTH_JWKS_URL)', () => {
     expect((res.json() as { principal: { isAdmin: boolean; network: string | null } }).principal).toMatchObject({ isAdmin: true, network: null });
   });
 
+  // A provider that writes the claim as null (or anything but a name) must not get every network.
+  it.each([null, '', 5, [], ['net_a'], {}])('rejects a provider token whose network claim is %j', async (network) => {
+    const token = await tokenFromIdp((tok) => {
+      tok.payload.scope = 'read:sessionpayment';
+      tok.payload.network = network;
+    });
+    expect(JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString())).toHaveProperty('network', network);
+    expect401(await probe(token));
+  });
+
   it('answers 403 for a provider token without the scope', async () => {
     const token = await tokenFromIdp((tok) => {
       tok.payload.scope = 'read:asset';

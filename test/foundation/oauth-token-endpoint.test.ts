@@ -1,7 +1,9 @@
+import fc from 'fast-check';
 import * as client from 'openid-client';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, revokeClient, type CreatedClient } from '../../src/auth/clients-service.js';
+import { tokenParameter } from '../../src/auth/token-parameters.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, freePort, type ProbeApp } from '../helpers/probe-app.js';
 
 const PRIVATE_JWK_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
@@ -337,5 +339,140 @@ describe('embedded issuer with RS256', () => {
     const token = (res.json() as { access_token: string }).access_token;
     expect(decodePart(token, 0)).toMatchObject({ alg: 'RS256', typ: 'at+jwt' });
     expect((await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(200);
+  });
+});
+
+// Contract §9: whatever bytes a token request carries, the answer is an RFC 6749 400 invalid_request
+// or 401 invalid_client, never a 500 (PostgreSQL refuses NUL in text, so it must not get there).
+describe('token requests carrying control characters, wrong types or overlong values', () => {
+  let t: ProbeApp;
+  let c: CreatedClient;
+  beforeAll(async () => {
+    t = await createProbeApp({ captureLogs: true });
+    c = await createClient(t.database.db, { name: 'nul-target', scopes: ['read:sessionpayment'] });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  type Field = 'client_id' | 'client_secret' | 'scope' | 'audience' | 'grant_type';
+  type Transport = 'basic' | 'basic, percent-encoded' | 'form' | 'json';
+  const FIELDS: Field[] = ['client_id', 'client_secret', 'scope', 'audience', 'grant_type'];
+  const TRANSPORTS: Transport[] = ['basic', 'basic, percent-encoded', 'form', 'json'];
+  const CONTROLS = ['\u0000', '\u0001', '\u0007', '\t', '\n', '\r\n', '\u001b[31m', '\u007f', '\u0085', '\u009f'];
+
+  function request(transport: Transport, fields: Record<Field, unknown>) {
+    const { client_id, client_secret, ...rest } = fields;
+    const params = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined));
+    if (transport === 'json') {
+      return t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify({ ...params, client_id, client_secret }),
+      });
+    }
+    if (transport === 'form') {
+      return t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ ...(params as Record<string, string>), client_id: String(client_id), client_secret: String(client_secret) }).toString(),
+      });
+    }
+    const encode = transport === 'basic' ? String : (v: unknown) => encodeURIComponent(String(v));
+    return t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${encode(client_id)}:${encode(client_secret)}`).toString('base64')}`,
+      },
+      payload: new URLSearchParams(params as Record<string, string>).toString(),
+    });
+  }
+
+  const valid = (): Record<Field, unknown> => ({
+    client_id: c.clientId,
+    client_secret: c.clientSecret,
+    scope: 'read:sessionpayment',
+    audience: t.config.auth.audience,
+    grant_type: 'client_credentials',
+  });
+
+  function expectRefused(res: LightMyRequestResponse, label: string) {
+    expect([400, 401], `${label}: ${res.statusCode} ${res.body}`).toContain(res.statusCode);
+    expectOAuthError(res, res.statusCode, res.statusCode === 400 ? 'invalid_request' : 'invalid_client');
+  }
+
+  // No 500 (which logs the error at level 50) and no line with the secret in it.
+  function expectCleanLog() {
+    const lines = t.logLines();
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) {
+      expect(line).not.toContain(c.clientSecret);
+      expect(JSON.parse(line)).not.toMatchObject({ level: 50 });
+    }
+  }
+
+  it('tokenParameter refuses every string with a control character and passes every other short string', () => {
+    const control = fc.integer({ min: 0, max: 0x9f }).filter((n) => n < 0x20 || n >= 0x7f).map((n) => String.fromCharCode(n));
+    fc.assert(
+      fc.property(fc.string({ maxLength: 50 }), control, fc.string({ maxLength: 50 }), (before, ctl, after) => {
+        expect(() => tokenParameter(`${before}${ctl}${after}`, 'scope')).toThrow(expect.objectContaining({ error: 'invalid_request' }));
+      }),
+    );
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 100 }).filter((v) => !/\p{Cc}/u.test(v)), (value) => {
+        expect(tokenParameter(value, 'scope')).toBe(value);
+      }),
+    );
+  });
+
+  it('control for the cases below: the unaltered request gets a token in every transport', async () => {
+    for (const transport of TRANSPORTS) expect((await request(transport, valid())).statusCode, transport).toBe(200);
+  });
+
+  it('answers 400 invalid_request or 401 invalid_client for a control character in any field, in any transport', async () => {
+    for (const transport of TRANSPORTS) {
+      for (const field of FIELDS) {
+        for (const control of CONTROLS) {
+          for (const place of ['start', 'end', 'alone'] as const) {
+            const fields = valid();
+            const value = String(fields[field]);
+            fields[field] = place === 'alone' ? control : place === 'start' ? `${control}${value}` : `${value}${control}`;
+            expectRefused(await request(transport, fields), `${transport} ${field} ${JSON.stringify(fields[field])}`);
+          }
+        }
+      }
+    }
+    expectCleanLog();
+  });
+
+  it('answers 400 or 401 for overlong values, and for arrays, objects, numbers and booleans in a JSON body', async () => {
+    for (const transport of TRANSPORTS) {
+      for (const field of FIELDS) {
+        const fields = valid();
+        fields[field] = 'x'.repeat(transport.startsWith('basic') || transport === 'form' ? 3000 : 20_000);
+        expectRefused(await request(transport, fields), `${transport} ${field} overlong`);
+      }
+    }
+    for (const field of FIELDS) {
+      for (const value of [[valid()[field]], [], { value: valid()[field] }, {}, 1, true]) {
+        const fields = valid();
+        fields[field] = value;
+        expectRefused(await request('json', fields), `json ${field} ${JSON.stringify(value)}`);
+      }
+    }
+    expectCleanLog();
+  });
+
+  it('refuses control characters in parameters it does not use, and a repeated parameter', async () => {
+    const auth = { authorization: basic(c.clientId, c.clientSecret), 'content-type': 'application/x-www-form-urlencoded' };
+    for (const payload of ['grant_type=client_credentials&resource=a%00b', 'grant_type=client_credentials&x%00y=1', 'grant_type=client_credentials&grant_type=client_credentials']) {
+      expectRefused(await t.app.inject({ method: 'POST', url: '/oauth/token', headers: auth, payload }), payload);
+    }
+    expectRefused(await t.app.inject({ method: 'POST', url: '/oauth/token?x=%00', headers: auth, payload: 'grant_type=client_credentials' }), 'query');
+    expectCleanLog();
   });
 });

@@ -1,13 +1,16 @@
-import { createHmac, createPublicKey, generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
+import { createHmac, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createSigner } from 'fast-jwt';
+import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { toPrincipal } from '../../src/auth/auth-plugin.js';
 import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from '../../src/auth/key-resolver.js';
 import type { Db } from '../../src/db/database.js';
 import { UnauthorizedError } from '../../src/errors.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
+import { createTestDatabase } from '../helpers/test-database.js';
 
 const b64url = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 const now = () => Math.floor(Date.now() / 1000);
@@ -61,6 +64,15 @@ describe('bearer token verification (embedded issuer)', () => {
   // Signs with the service's own key, so only the claims under test are wrong.
   const signWithServiceKey = (payload: Record<string, unknown>) =>
     createSigner({ key: privatePem, algorithm: alg, kid, header: { alg, typ: 'at+jwt' } })(payload);
+
+  // Signs the payload text as given, so it may hold what JSON.stringify never writes (duplicate keys).
+  const signRawPayload = (payloadText: string) => {
+    const signingInput = `${b64url({ alg, typ: 'at+jwt', kid })}.${b64url(payloadText)}`;
+    const signature = alg === 'ES256'
+      ? sign('sha256', Buffer.from(signingInput), { key: privatePem, dsaEncoding: 'ieee-p1363' })
+      : sign('sha256', Buffer.from(signingInput), privatePem);
+    return `${signingInput}.${signature.toString('base64url')}`;
+  };
 
   const probe = (authorization?: string, url = PAYMENTS_PROBE) =>
     t.app.inject({ method: 'GET', url, headers: authorization === undefined ? {} : { authorization } });
@@ -137,6 +149,12 @@ describe('bearer token verification (embedded issuer)', () => {
     ],
     ['a network claim that is not a string', () => `Bearer ${signWithServiceKey(claims({ network: 42 }))}`],
     ['an empty network claim', () => `Bearer ${signWithServiceKey(claims({ network: '' }))}`],
+    // null must not read as "no claim", which would mean every network
+    ['a null network claim', () => `Bearer ${signWithServiceKey(claims({ network: null }))}`],
+    ['a network claim that is an array', () => `Bearer ${signWithServiceKey(claims({ network: ['net_a'] }))}`],
+    ['a network claim that is an empty array', () => `Bearer ${signWithServiceKey(claims({ network: [] }))}`],
+    ['a network claim that is an object', () => `Bearer ${signWithServiceKey(claims({ network: {} }))}`],
+    ['a network claim that is false', () => `Bearer ${signWithServiceKey(claims({ network: false }))}`],
   ];
 
   it.each(attacks)('rejects %s with 401 { message }', async (_name, make) => {
@@ -174,11 +192,108 @@ describe('bearer token verification (embedded issuer)', () => {
     expect((admin.json() as { principal: { isAdmin: boolean } }).principal.isAdmin).toBe(true);
   });
 
+  // Payload texts JSON.stringify never writes: JSON.parse keeps the last of duplicate keys and
+  // makes "__proto__" an ordinary own key.
+  it('reads a hand-written payload as JSON.parse does: the last duplicate decides, __proto__ grants nothing', async () => {
+    const base = JSON.stringify(claims()).slice(0, -1);
+    expectBearer401(await probe(`Bearer ${signRawPayload(`${base},"network":"net_a","network":null}`)}`));
+
+    const lastIsString = await probe(`Bearer ${signRawPayload(`${base},"network":null,"network":"net_b"}`)}`);
+    expect(lastIsString.statusCode).toBe(200);
+    expect((lastIsString.json() as { principal: { network: string | null } }).principal.network).toBe('net_b');
+
+    const proto = `${base},"__proto__":{"network":null,"roles":["admin"],"scope":"write:chargingstationmodel","scp":["write:chargingstationmodel"]}}`;
+    const res = await probe(`Bearer ${signRawPayload(proto)}`);
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({
+      principal: { clientId: 'cli_attacker', scopes: ['read:sessionpayment'], network: null, isAdmin: false },
+    });
+    expect((await probe(`Bearer ${signRawPayload(proto)}`, ASSETS_PROBE)).statusCode).toBe(403);
+  });
+
   it('reads scopes from scp / permissions arrays too', async () => {
     const res = await probe(`Bearer ${signWithServiceKey(claims({ scope: undefined, scp: ['read:sessionpayment'] }))}`);
     expect(res.statusCode).toBe(200);
     const perms = await probe(`Bearer ${signWithServiceKey(claims({ scope: undefined, permissions: ['read:sessionpayment'] }))}`);
     expect(perms.statusCode).toBe(200);
+  });
+});
+
+// Names that every plain object answers through Object.prototype.
+const PROTOTYPE_NAMES = Object.getOwnPropertyNames(Object.prototype);
+
+describe('claims are read as own properties (toPrincipal)', () => {
+  const claimName = fc.constantFrom(...PROTOTYPE_NAMES, 'network', 'roles');
+  // Payloads as the verifier produces them (JSON.parse of the token text, so "__proto__" is an own
+  // key), holding none of the claims toPrincipal reads, but a "__proto__" object that names them.
+  const unrelatedPayload = fc
+    .record({
+      claims: fc.dictionary(fc.constantFrom('iss', 'aud', 'jti', 'iat', 'tenant'), fc.jsonValue(), { maxKeys: 4 }),
+      proto: fc.option(fc.constant({ network: null, roles: ['admin'], scope: 'write:asset', scp: ['write:asset'], client_id: 'cli_root' })),
+    })
+    .map(({ claims, proto }) => {
+      const text = JSON.stringify(claims);
+      return JSON.parse(proto ? `${text.slice(0, -1)}${text === '{}' ? '' : ','}"__proto__":${JSON.stringify(proto)}}` : text) as Record<string, unknown>;
+    });
+
+  it('reads an absent claim as absent whatever it is named: no network, no admin, no scopes', () => {
+    fc.assert(
+      fc.property(claimName, claimName, unrelatedPayload, (networkClaim, rolesClaim, payload) => {
+        // with a "__proto__" key in the payload, a claim of that name is present, not absent
+        fc.pre(networkClaim !== rolesClaim && !(Object.hasOwn(payload, '__proto__') && [networkClaim, rolesClaim].includes('__proto__')));
+        expect(toPrincipal(payload, { networkClaim, rolesClaim })).toEqual({ clientId: 'unknown', scopes: new Set(), network: null, isAdmin: false });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('reads a present claim under any name: a non-empty string network scopes, any other value is 401', () => {
+    fc.assert(
+      fc.property(
+        claimName,
+        fc.oneof(fc.constant(null), fc.constant(''), fc.boolean(), fc.integer(), fc.array(fc.string()), fc.object()),
+        (networkClaim, value) => {
+          const payload = JSON.parse(`{"sub":"cli_1",${JSON.stringify(networkClaim)}:${JSON.stringify(value)}}`) as Record<string, unknown>;
+          expect(() => toPrincipal(payload, { networkClaim, rolesClaim: 'roles' })).toThrow(UnauthorizedError);
+        },
+      ),
+    );
+    for (const name of PROTOTYPE_NAMES) {
+      const payload = JSON.parse(`{"sub":"cli_1",${JSON.stringify(name)}:"net_a"}`) as Record<string, unknown>;
+      expect(toPrincipal(payload, { networkClaim: name, rolesClaim: 'roles' }).network).toBe('net_a');
+      const admin = JSON.parse(`{"sub":"cli_1",${JSON.stringify(name)}:["admin"]}`) as Record<string, unknown>;
+      expect(toPrincipal(admin, { networkClaim: 'network', rolesClaim: name }).isAdmin).toBe(true);
+    }
+  });
+});
+
+describe('claim names that Object.prototype also answers (AUTH_NETWORK_CLAIM=__proto__, AUTH_ROLES_CLAIM=constructor)', () => {
+  let t: ProbeApp;
+  beforeAll(async () => {
+    t = await createProbeApp({ env: { AUTH_NETWORK_CLAIM: '__proto__', AUTH_ROLES_CLAIM: 'constructor' } });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  const principal = async (authorization: string, url = PAYMENTS_PROBE) => {
+    const res = await t.app.inject({ url, headers: { authorization } });
+    expect(res.statusCode, res.body).toBe(200);
+    return (res.json() as { principal: { network: string | null; isAdmin: boolean } }).principal;
+  };
+
+  it('keeps a network client scoped to its network: the embedded issuer writes the claim as an own key', async () => {
+    expect(await principal(t.bearer({ scopes: ['read:sessionpayment'], network: 'net_a' }))).toMatchObject({ network: 'net_a', isAdmin: false });
+  });
+
+  it('reads a token without those claims as unscoped and not admin', async () => {
+    expect(await principal(t.bearer({ scopes: ['read:sessionpayment'] }))).toMatchObject({ network: null, isAdmin: false });
+    const notAdmin = await t.app.inject({ url: ASSETS_PROBE, headers: { authorization: t.bearer({ scopes: ['write:chargingstationmodel'] }) } });
+    expect(notAdmin.statusCode).toBe(403);
+  });
+
+  it('still makes an admin client an admin', async () => {
+    expect(await principal(t.bearer({ scopes: ['write:chargingstationmodel'], admin: true }), ASSETS_PROBE)).toMatchObject({ isAdmin: true });
   });
 });
 
@@ -229,6 +344,30 @@ describe('database key resolver', () => {
     // at most one reload for the whole flood, within the refetch interval
     expect(counter.selects).toBeLessThanOrEqual(2);
     await expect(resolver.resolve({ kid: undefined, alg: 'ES256' })).rejects.toBeInstanceOf(UnauthorizedError);
+  });
+});
+
+describe('a database error while the signing keys reload', () => {
+  it('is not a 401 (the token may be fine): it fails as the database error it is, in the family shape', async () => {
+    const database = await createTestDatabase();
+    const t = await createProbeApp({ database, env: { AUTH_JWKS_CACHE_TTL_SECONDS: '1' } });
+    try {
+      expect((await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: t.bearer({ scopes: ['read:sessionpayment'] }) } })).statusCode).toBe(200);
+      await database.close();
+      // past the key cache's TTL, so the next verification reloads the keys from the closed database
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      // a fresh token, which fast-jwt's cache of verified tokens has not seen
+      const res = await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: t.bearer({ scopes: ['read:sessionpayment'] }) } });
+      expect(res.statusCode).not.toBe(401);
+      expect(res.statusCode).toBeGreaterThanOrEqual(500);
+      expect(res.headers['www-authenticate']).toBeUndefined();
+      const body = res.json() as Record<string, unknown>;
+      expect(Object.keys(body).sort()).toEqual(['code', 'message', 'status']);
+      expect(body.status).toBe(res.statusCode);
+      expect(res.body).not.toMatch(/\n\s+at /);
+    } finally {
+      await t.close();
+    }
   });
 });
 
