@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { AppConfig } from '../config.js';
 import { ForbiddenError, UnauthorizedError } from '../errors.js';
+import { canonicalText } from '../identifiers.js';
 import type { KeyResolver } from './key-resolver.js';
 import type { Principal } from './principal.js';
 import type { RevocationList } from './revocation-list.js';
@@ -109,7 +110,8 @@ export function toPrincipal(payload: Record<string, unknown>, auth: Pick<AppConf
   return {
     clientId,
     scopes,
-    network: typeof rawNetwork === 'string' ? rawNetwork : null,
+    // Networks are stored in NFC: an identity provider spelling the claim decomposed means the same one.
+    network: typeof rawNetwork === 'string' ? canonicalText(rawNetwork) : null,
     isAdmin: Array.isArray(roles) && roles.includes('admin'),
   };
 }

@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Executor } from '../db/database.js';
+import { canonicalText, describeProblem, identifierProblems, LISTED_ID } from '../identifiers.js';
 import { newId } from '../ids.js';
 import * as clients from './clients-repository.js';
 import { SCOPES, isScope } from './scopes.js';
@@ -42,10 +43,11 @@ export async function createClient(db: Executor, input: NewClient): Promise<Crea
   const unknown = input.scopes.filter((s) => !isScope(s));
   if (unknown.length > 0) throw new ClientInputError(`unknown scope(s): ${unknown.join(', ')}`);
   if (input.scopes.length === 0) throw new ClientInputError('at least one scope is required');
-  const network = input.network?.trim() || null;
-  if (network !== null && (network.length > 128 || /[\p{Cc}]/u.test(network))) {
-    throw new ClientInputError('network must be 1 to 128 characters without control characters');
-  }
+  // The same rules as the networks payments and assets are recorded with: a client scoped to a
+  // network no record can carry would see nothing and could write nothing.
+  const network = input.network === undefined || input.network === null ? null : canonicalText(input.network);
+  const problem = network === null ? undefined : identifierProblems(network, LISTED_ID)[0];
+  if (problem) throw new ClientInputError(`network ${describeProblem(problem, LISTED_ID.maxLength)}`);
   const clientId = newId('cli');
   const clientSecret = randomBytes(32).toString('base64url');
   const scopes = [...new Set(input.scopes)];

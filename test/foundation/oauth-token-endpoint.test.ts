@@ -2,8 +2,10 @@ import fc from 'fast-check';
 import * as client from 'openid-client';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, revokeClient, type CreatedClient } from '../../src/auth/clients-service.js';
+import { ClientInputError, createClient, listClients, revokeClient, type CreatedClient } from '../../src/auth/clients-service.js';
+import type { Database } from '../../src/db/database.js';
 import { tokenParameter } from '../../src/auth/token-parameters.js';
+import { createTestDatabase } from '../helpers/test-database.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, freePort, type ProbeApp } from '../helpers/probe-app.js';
 
 const PRIVATE_JWK_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
@@ -474,5 +476,29 @@ describe('token requests carrying control characters, wrong types or overlong va
     }
     expectRefused(await t.app.inject({ method: 'POST', url: '/oauth/token?x=%00', headers: auth, payload: 'grant_type=client_credentials' }), 'query');
     expectCleanLog();
+  });
+});
+
+describe('clients create --network (the CLI path)', () => {
+  let database: Database;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    await database.withStartupLock(async () => undefined);
+  });
+  afterAll(async () => {
+    await database?.close();
+  });
+
+  it('refuses a network no payment or asset could be recorded with, and stores nothing', async () => {
+    for (const network of ['', ' net_a', 'net_a ', 'net,a', 'net\u200ba', 'net\u202ea', 'net\u0000a', 'n'.repeat(129)]) {
+      await expect(createClient(database.db, { name: 'x', scopes: ['read:sessionpayment'], network }), JSON.stringify(network)).rejects.toThrow(ClientInputError);
+    }
+    expect(await listClients(database.db)).toEqual([]);
+  });
+
+  it('stores the network in NFC, as payments and assets store theirs', async () => {
+    const created = await createClient(database.db, { name: 'x', scopes: ['read:sessionpayment'], network: 'Re\u0301seau' });
+    expect(created.network).toBe('R\u00e9seau');
+    expect((await listClients(database.db)).map((c) => c.network)).toEqual(['R\u00e9seau']);
   });
 });

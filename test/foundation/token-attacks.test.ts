@@ -267,6 +267,15 @@ describe('claims are read as own properties (toPrincipal)', () => {
   });
 });
 
+describe('the network claim is read in the form networks are stored in (NFC)', () => {
+  it('scopes a decomposed spelling to the composed network, so it matches the stored rows', () => {
+    const decomposed = 'Re\u0301seau-1';
+    const principal = toPrincipal({ sub: 'cli_1', network: decomposed }, { networkClaim: 'network', rolesClaim: 'roles' });
+    expect(principal.network).toBe('R\u00e9seau-1');
+    expect(principal.network).not.toBe(decomposed);
+  });
+});
+
 describe('claim names that Object.prototype also answers (AUTH_NETWORK_CLAIM=__proto__, AUTH_ROLES_CLAIM=constructor)', () => {
   let t: ProbeApp;
   beforeAll(async () => {
