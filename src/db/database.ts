@@ -43,7 +43,7 @@ export interface DatabaseOptions {
 
 const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url));
 // Arbitrary but fixed: identifies this service's start-up lock in pg_locks.
-const STARTUP_LOCK_KEY = 7_240_311_902;
+export const STARTUP_LOCK_KEY = 7_240_311_902;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.url
