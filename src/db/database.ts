@@ -37,8 +37,9 @@ export interface DatabaseOptions {
   // start hundreds of databases; initdb is ~3 s of each, loading a migrated snapshot ~0.5 s).
   pgliteSnapshot?: Blob | undefined;
   // PostgreSQL only (PGlite cannot interrupt a running statement, nor has it a pool to wait for).
-  statementTimeoutMs?: number;
-  acquireTimeoutMs?: number;
+  // Unset means no limit: the service passes its configuration, tools (seeding, CLI) may run long.
+  statementTimeoutMs?: number | undefined;
+  acquireTimeoutMs?: number | undefined;
 }
 
 const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url));
@@ -49,8 +50,8 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   return options.url
     ? openPostgres(options.url, {
         poolMax: options.poolMax ?? 10,
-        statementTimeoutMs: options.statementTimeoutMs ?? 5000,
-        acquireTimeoutMs: options.acquireTimeoutMs ?? 5000,
+        statementTimeoutMs: options.statementTimeoutMs,
+        acquireTimeoutMs: options.acquireTimeoutMs,
       })
     : openPglite(options.dataDir, options.pgliteSnapshot);
 }
@@ -73,15 +74,19 @@ function neverCrashOnLostConnections(pool: pg.Pool): void {
   pool.on('connect', (client) => client.on('error', ignore));
 }
 
-async function openPostgres(url: string, limits: { poolMax: number; statementTimeoutMs: number; acquireTimeoutMs: number }): Promise<Database> {
+async function openPostgres(
+  url: string,
+  limits: { poolMax: number; statementTimeoutMs: number | undefined; acquireTimeoutMs: number | undefined },
+): Promise<Database> {
   const pool = new pg.Pool({
     connectionString: url,
     application_name: APPLICATION_NAME,
     max: limits.poolMax,
     // Bounds both the wait for a free client and the opening of a new connection.
-    connectionTimeoutMillis: limits.acquireTimeoutMs,
-    statement_timeout: limits.statementTimeoutMs,
-    query_timeout: limits.statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS,
+    ...(limits.acquireTimeoutMs ? { connectionTimeoutMillis: limits.acquireTimeoutMs } : {}),
+    ...(limits.statementTimeoutMs
+      ? { statement_timeout: limits.statementTimeoutMs, query_timeout: limits.statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS }
+      : {}),
     keepAlive: true,
   });
   neverCrashOnLostConnections(pool);
@@ -236,11 +241,16 @@ function unavailableMessage(code: string | undefined): string {
 
 // The one place that decides which database failures are "unavailable, retry" (503): it walks the
 // cause chain, since drizzle wraps the driver's error. null means the error is not one of them.
+// The socket codes are not the database's alone; the service's other network calls (key server,
+// Redis) handle their own failures and never let a raw socket error reach a request.
 export function classifyDatabaseError(error: unknown): ServiceUnavailableError | null {
   const seen = new Set<unknown>();
   for (let e = error; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
     seen.add(e);
     if (e instanceof ServiceUnavailableError) return e;
+    // An error that already says what it means to the client (a domain error, an HTTP error) was
+    // decided where it was thrown, whatever its cause: a 401 for an unreachable key server stays 401.
+    if (e instanceof AppError || typeof (e as { statusCode?: unknown }).statusCode === 'number') return null;
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string') {
       const sqlstate = /^[0-9A-Z]{5}$/.test(code) && !UNAVAILABLE_SOCKET_CODES.has(code);

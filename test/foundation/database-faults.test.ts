@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { classifyDatabaseError } from '../../src/db/database.js';
-import { ServiceUnavailableError } from '../../src/errors.js';
+import { ConflictError, ServiceUnavailableError, UnauthorizedError } from '../../src/errors.js';
 import { freePort } from '../helpers/probe-app.js';
 import { paymentBody } from '../helpers/payments-factory.js';
 import { createServerDatabase } from '../helpers/test-database.js';
@@ -76,6 +76,13 @@ describe('classifyDatabaseError', () => {
     for (const error of [new Error('boom'), new TypeError('x is undefined'), 'a string', null, undefined, { code: 42 }]) {
       expect(classifyDatabaseError(error)).toBeNull();
     }
+  });
+
+  it('leaves an error that already decided its answer alone, whatever its cause', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+    expect(classifyDatabaseError(new UnauthorizedError('key server unreachable', { cause: refused }))).toBeNull();
+    expect(classifyDatabaseError(Object.assign(new ConflictError('taken'), { cause: pgError('40P01') }))).toBeNull();
+    expect(classifyDatabaseError(Object.assign(new Error('Bad Request'), { statusCode: 400, cause: refused }))).toBeNull();
   });
 
   it('stops at a cause cycle', () => {
