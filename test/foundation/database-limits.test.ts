@@ -110,7 +110,7 @@ async function waitForLockWaiters(watcher: pg.Client, count: number, minimumWait
 
 onServer?.('a row locked by another session (PostgreSQL)', () => {
   it('change-password answers 503 after the statement timeout, /readyz answers meanwhile, and it works once the lock is gone (PostgreSQL)', async () => {
-    const t = await createTestApp({ env: { DATABASE_STATEMENT_TIMEOUT_MS: '300' } });
+    const t = await createTestApp({ env: { DATABASE_STATEMENT_TIMEOUT_MS: '300' }, captureLogs: true });
     const holder = await otherSession(t.database);
     try {
       const asset = await createAsset(t);
@@ -120,6 +120,11 @@ onServer?.('a row locked by another session (PostgreSQL)', () => {
       const change = t.app.inject({ method: 'POST', url: CHANGE_PASSWORD, headers: { authorization: t.bearer(ASSET_WRITER) }, payload: { id: asset.id } });
       expect(await readinessWithin2s(t)).toBe(200);
       expect503(await change, ASSETS_503);
+      // Logged with the driver's SQLSTATE, without the failed query's parameters (the new hash).
+      const logged = t.logLines().filter((line) => line.includes('service unavailable'));
+      expect(logged.length).toBe(1);
+      expect(JSON.parse(logged[0]!)).toMatchObject({ level: 40, err: { code: '57014' } });
+      expect(t.logLines().filter((line) => line.includes('scrypt$') || line.includes('Failed query'))).toEqual([]);
 
       await holder.query('rollback');
       const after = await t.app.inject({ method: 'POST', url: CHANGE_PASSWORD, headers: { authorization: t.bearer(ASSET_WRITER) }, payload: { id: asset.id } });
