@@ -60,7 +60,7 @@ const zodValidatorCompiler: FastifySchemaCompiler<z.ZodType> =
 export async function buildApp(config: AppConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
   const database =
     options.database ??
-    (await openDatabase({ url: config.database.url, poolMax: config.database.poolMax, dataDir: config.database.dataDir }));
+    (await openDatabase(config.database));
 
   const { signingKey, bootstrapClient } = await database.withStartupLock(async (db) => {
     const key = config.auth.mode === 'embedded' ? await ensureSigningKey(db, config.auth.signingAlg) : null;

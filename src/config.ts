@@ -17,6 +17,8 @@ const envSchema = z.object({
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
     .optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(500).default(10),
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(5000),
+  DATABASE_ACQUIRE_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(5000),
   DATA_DIR: z.string().min(1).default('./data'),
   AUTH_JWKS_URL: optionalUrl,
   AUTH_ISSUER: z.string().min(1).optional(),
@@ -44,7 +46,13 @@ export interface AppConfig {
   port: number;
   logLevel: Env['LOG_LEVEL'];
   trustProxy: boolean;
-  database: { url?: string | undefined; poolMax: number; dataDir: string };
+  database: {
+    url?: string | undefined;
+    poolMax: number;
+    dataDir: string;
+    statementTimeoutMs: number;
+    acquireTimeoutMs: number;
+  };
   auth: {
     mode: 'embedded' | 'external';
     jwksUrl?: string | undefined;
@@ -87,7 +95,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     port: e.PORT,
     logLevel: e.LOG_LEVEL,
     trustProxy: e.TRUST_PROXY,
-    database: { url: e.DATABASE_URL, poolMax: e.DATABASE_POOL_MAX, dataDir: e.DATA_DIR },
+    database: {
+      url: e.DATABASE_URL,
+      poolMax: e.DATABASE_POOL_MAX,
+      dataDir: e.DATA_DIR,
+      statementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+      acquireTimeoutMs: e.DATABASE_ACQUIRE_TIMEOUT_MS,
+    },
     auth: {
       mode: external ? 'external' : 'embedded',
       jwksUrl: e.AUTH_JWKS_URL,

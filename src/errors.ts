@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 
 // Domain errors carry meaning, not HTTP bodies: the error plugin renders them in the family's shape.
-export type ErrorKind = 'bad_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'conflict';
+export type ErrorKind = 'bad_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'conflict' | 'service_unavailable';
 
 export interface ValidationIssue {
   code: string;
@@ -50,6 +50,16 @@ export class NotFoundError extends AppError {
 export class ConflictError extends AppError {
   constructor(message: string, code = 'CONFLICT') {
     super('conflict', message, code);
+  }
+}
+
+// A dependency cannot answer now but may soon: rendered 503 with Retry-After, so clients retry.
+export class ServiceUnavailableError extends AppError {
+  readonly retryAfterSeconds: number;
+  constructor(message: string, options: { code?: string; retryAfterSeconds?: number; cause?: unknown } = {}) {
+    super('service_unavailable', message, options.code ?? 'DATABASE_UNAVAILABLE');
+    this.retryAfterSeconds = options.retryAfterSeconds ?? 1;
+    if (options.cause !== undefined) this.cause = options.cause;
   }
 }
 

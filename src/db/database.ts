@@ -8,6 +8,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import pg from 'pg';
+import { AppError, ServiceUnavailableError } from '../errors.js';
 import * as schema from './schema.js';
 
 export type Schema = typeof schema;
@@ -35,46 +36,138 @@ export interface DatabaseOptions {
   // An in-memory PGlite starts from this dumped data directory instead of running initdb (tests
   // start hundreds of databases; initdb is ~3 s of each, loading a migrated snapshot ~0.5 s).
   pgliteSnapshot?: Blob | undefined;
+  // PostgreSQL only (PGlite cannot interrupt a running statement, nor has it a pool to wait for).
+  // Unset means no limit: the service passes its configuration, tools (seeding, CLI) may run long.
+  statementTimeoutMs?: number | undefined;
+  acquireTimeoutMs?: number | undefined;
 }
 
 const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url));
 // Arbitrary but fixed: identifies this service's start-up lock in pg_locks.
-const STARTUP_LOCK_KEY = 7_240_311_902;
+export const STARTUP_LOCK_KEY = 7_240_311_902;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  return options.url ? openPostgres(options.url, options.poolMax ?? 10) : openPglite(options.dataDir, options.pgliteSnapshot);
+  return options.url
+    ? openPostgres(options.url, {
+        poolMax: options.poolMax ?? 10,
+        statementTimeoutMs: options.statementTimeoutMs,
+        acquireTimeoutMs: options.acquireTimeoutMs,
+      })
+    : openPglite(options.dataDir, options.pgliteSnapshot);
 }
 
-async function openPostgres(url: string, poolMax: number): Promise<Database> {
-  const pool = new pg.Pool({ connectionString: url, max: poolMax, application_name: 'charging-network-service' });
-  // An idle client losing its connection must not crash the process; the pool replaces it.
-  pool.on('error', () => {});
+// /readyz must answer within 2 s; this leaves room for the rest of the request.
+const PING_TIMEOUT_MS = 1500;
+// Beyond the statement timeout (which the server enforces), the client gives up on a query whose
+// answer never comes: a server that vanished without closing the socket must not hold a request.
+const QUERY_TIMEOUT_MARGIN_MS = 1000;
+const APPLICATION_NAME = 'charging-network-service';
+
+function ignore(): void {}
+
+// A checked-out client has no 'error' listener of the pool's, so a connection lost between two
+// queries of a request would be an unhandled 'error' event: an uncaught exception that stops the
+// process. The query in flight is rejected anyway, and the pool discards a client that is no
+// longer queryable when it is released.
+function neverCrashOnLostConnections(pool: pg.Pool): void {
+  pool.on('error', ignore);
+  pool.on('connect', (client) => client.on('error', ignore));
+}
+
+async function openPostgres(
+  url: string,
+  limits: { poolMax: number; statementTimeoutMs: number | undefined; acquireTimeoutMs: number | undefined },
+): Promise<Database> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    application_name: APPLICATION_NAME,
+    max: limits.poolMax,
+    // Bounds both the wait for a free client and the opening of a new connection.
+    ...(limits.acquireTimeoutMs ? { connectionTimeoutMillis: limits.acquireTimeoutMs } : {}),
+    ...(limits.statementTimeoutMs
+      ? { statement_timeout: limits.statementTimeoutMs, query_timeout: limits.statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS }
+      : {}),
+    keepAlive: true,
+  });
+  neverCrashOnLostConnections(pool);
+  // Readiness has a connection of its own: a pool full of requests waiting on a lock says nothing
+  // about whether the database answers, and must not make the probe wait behind them.
+  const probe = new pg.Pool({
+    connectionString: url,
+    application_name: `${APPLICATION_NAME}/readiness`,
+    max: 1,
+    connectionTimeoutMillis: PING_TIMEOUT_MS,
+    statement_timeout: PING_TIMEOUT_MS,
+    query_timeout: PING_TIMEOUT_MS,
+    keepAlive: true,
+  });
+  neverCrashOnLostConnections(probe);
+
   const db = drizzlePg(pool, { schema }) as unknown as Db;
+  const clientDbs = new WeakMap<pg.PoolClient, Db>();
+  // drizzle's own pool transaction sends BEGIN outside its try (a failed BEGIN leaks the client)
+  // and always returns the client to the pool, broken or not. This one checks a client out itself,
+  // lets drizzle run the transaction on that client alone, and discards the client after any
+  // failure other than a domain error (which drizzle has rolled back on a healthy connection).
+  db.transaction = (async (fn: Parameters<Db['transaction']>[0], config?: Parameters<Db['transaction']>[1]) => {
+    const client = await pool.connect();
+    let failure: Error | undefined;
+    try {
+      let clientDb = clientDbs.get(client);
+      if (!clientDb) {
+        clientDb = drizzlePg(client, { schema }) as unknown as Db;
+        clientDbs.set(client, clientDb);
+      }
+      return await clientDb.transaction(fn, config);
+    } catch (error) {
+      if (!(error instanceof AppError)) failure = error instanceof Error ? error : new Error(String(error));
+      throw error;
+    } finally {
+      client.release(failure);
+    }
+  }) as Db['transaction'];
+
   return {
     db,
     kind: 'postgres',
     async ping() {
-      await pool.query('select 1');
+      await withDeadline(probe.query('select 1'), PING_TIMEOUT_MS);
     },
     async withStartupLock(fn) {
-      const client = await pool.connect();
+      // A connection of its own, without the statement and query timeouts: waiting while another
+      // replica migrates, and migrating, may take longer than any request may. The advisory lock
+      // is the session's, so ending the connection releases it whatever happened.
+      const client = new pg.Client({ connectionString: url, application_name: APPLICATION_NAME, keepAlive: true });
+      client.on('error', ignore);
+      await client.connect();
       try {
         await client.query('select pg_advisory_lock($1)', [STARTUP_LOCK_KEY]);
-        try {
-          const lockedDb = drizzlePg(client, { schema });
-          await migratePg(lockedDb as NodePgDatabase<Schema>, { migrationsFolder: MIGRATIONS_FOLDER });
-          return await fn(lockedDb as unknown as Db);
-        } finally {
-          await client.query('select pg_advisory_unlock($1)', [STARTUP_LOCK_KEY]);
-        }
+        const lockedDb = drizzlePg(client, { schema });
+        await migratePg(lockedDb as NodePgDatabase<Schema>, { migrationsFolder: MIGRATIONS_FOLDER });
+        return await fn(lockedDb as unknown as Db);
       } finally {
-        client.release();
+        await client.end().catch(ignore);
       }
     },
     async close() {
-      await pool.end();
+      await Promise.all([pool.end(), probe.end()]);
     },
   };
+}
+
+// Rejects when the promise has not settled in time; the work itself is left to finish (or fail)
+// on its own, its outcome ignored.
+async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new ServiceUnavailableError(`The database did not answer within ${ms} ms`)), ms);
+  });
+  work.catch(ignore);
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function openPglite(dataDir: string | undefined, snapshot: Blob | undefined): Promise<Database> {
@@ -86,7 +179,8 @@ async function openPglite(dataDir: string | undefined, snapshot: Blob | undefine
     db: db as unknown as Db,
     kind: 'pglite',
     async ping() {
-      await client.query('select 1');
+      // One connection, one statement at a time: the probe queues behind the requests' statements.
+      await withDeadline(client.query('select 1'), PING_TIMEOUT_MS);
     },
     async withStartupLock(fn) {
       // PGlite is single-connection and single-process: there is nobody to race with.
@@ -118,6 +212,59 @@ export function findPgError(error: unknown): { code?: string; constraint?: strin
     e = (e as { cause?: unknown }).cause;
   }
   return undefined;
+}
+
+// SQLSTATEs after which the same request may succeed if sent again: the statement was cancelled
+// (statement timeout), the connection was lost or refused, the server is starting or stopping,
+// it has no connection slot free, or a concurrent transaction made this one give up (deadlock,
+// serialization failure, lock not available). Class 08 (connection exception) is added below.
+// Everything else (constraint violations, bad SQL) is a bug or a rule and is not retried.
+const UNAVAILABLE_SQLSTATES = new Set(['57014', '57P01', '57P02', '57P03', '53300', '40001', '40P01', '55P03', '25P03']);
+// Node socket errors of a connection to the database.
+const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+// pg, pg-pool and PGlite report these without a code.
+const UNAVAILABLE_MESSAGES = [
+  /^timeout exceeded when trying to connect/i,
+  /^Connection terminated/,
+  /is not queryable/,
+  /^Query read timeout/,
+  /^Cannot use a pool after calling end/,
+  /^PGlite is closed/,
+];
+
+function unavailableMessage(code: string | undefined): string {
+  if (code === '57014') return 'The database did not answer in time; retry later';
+  if (code === '53300') return 'The database has no free connection; retry later';
+  if (code === '40001' || code === '40P01' || code === '55P03') return 'A concurrent change got in the way; retry';
+  return 'The database is unavailable; retry later';
+}
+
+// The one place that decides which database failures are "unavailable, retry" (503): it walks the
+// cause chain, since drizzle wraps the driver's error. null means the error is not one of them.
+// The socket codes are not the database's alone; the service's other network calls (key server,
+// Redis) handle their own failures and never let a raw socket error reach a request.
+export function classifyDatabaseError(error: unknown): ServiceUnavailableError | null {
+  const seen = new Set<unknown>();
+  for (let e = error; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
+    seen.add(e);
+    if (e instanceof ServiceUnavailableError) return e;
+    // An error that already says what it means to the client (a domain error, an HTTP error) was
+    // decided where it was thrown, whatever its cause: a 401 for an unreachable key server stays 401.
+    if (e instanceof AppError || typeof (e as { statusCode?: unknown }).statusCode === 'number') return null;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') {
+      const sqlstate = /^[0-9A-Z]{5}$/.test(code) && !UNAVAILABLE_SOCKET_CODES.has(code);
+      if (sqlstate && (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08'))) {
+        return new ServiceUnavailableError(unavailableMessage(code), { cause: e });
+      }
+      if (UNAVAILABLE_SOCKET_CODES.has(code)) return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e });
+    }
+    const message = (e as { message?: unknown }).message;
+    if (typeof message === 'string' && UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))) {
+      return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e });
+    }
+  }
+  return null;
 }
 
 export { sql };

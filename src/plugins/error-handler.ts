@@ -1,7 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, RequestValidationError, type ValidationIssue } from '../errors.js';
+import { AppError, RequestValidationError, ServiceUnavailableError, type ValidationIssue } from '../errors.js';
 import { OAuthError } from '../auth/oauth-error.js';
+import { classifyDatabaseError } from '../db/database.js';
 
 type Family = 'payments' | 'asset-management' | 'oauth' | 'plain';
 
@@ -19,6 +20,7 @@ const ASSET_TYPES: Record<number, string> = {
   404: 'NOT_FOUND',
   409: 'CONFLICT',
   500: 'INTERNAL_ERROR',
+  503: 'SERVICE_UNAVAILABLE',
 };
 
 const PAYMENT_CODES: Record<number, string> = {
@@ -26,6 +28,7 @@ const PAYMENT_CODES: Record<number, string> = {
   404: 'NOT_FOUND',
   409: 'CONFLICT',
   500: 'INTERNAL_SERVER_ERROR',
+  503: 'SERVICE_UNAVAILABLE',
 };
 
 interface Rendered {
@@ -62,7 +65,7 @@ function render(error: unknown): Rendered {
     return { status: 400, message: issues.map(describeIssue).join('; '), code: 'INVALID_REQUEST_PARAMETERS', issues };
   }
   if (error instanceof AppError) {
-    const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, conflict: 409 }[error.kind];
+    const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, conflict: 409, service_unavailable: 503 }[error.kind];
     const message = error.kind === 'bad_request' && error.issues?.length ? error.issues.map(describeIssue).join('; ') : error.message;
     return { status, message, code: error.code, issues: error.issues };
   }
@@ -71,8 +74,24 @@ function render(error: unknown): Rendered {
   return { status: 500, message: 'Internal server error' };
 }
 
+// A database that cannot answer now is a 503 with Retry-After in every family (RFC 6749's
+// temporarily_unavailable for the token endpoint), logged without drizzle's wrapper, whose message
+// carries the query's parameters.
+function sendUnavailable(request: FastifyRequest, reply: FastifyReply, family: Family, error: ServiceUnavailableError) {
+  request.log.warn({ err: error.cause ?? error }, 'request failed: service unavailable');
+  reply.code(503).header('retry-after', String(error.retryAfterSeconds));
+  if (family === 'oauth') {
+    return reply.header('cache-control', 'no-store').send({ error: 'temporarily_unavailable', error_description: error.message });
+  }
+  if (family === 'payments') return reply.send({ code: PAYMENT_CODES[503], message: error.message, status: 503 });
+  if (family === 'asset-management') return reply.send({ type: ASSET_TYPES[503], code: error.code, message: error.message });
+  return reply.send({ message: error.message });
+}
+
 function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   const family = familyOf(request);
+  const unavailable = classifyDatabaseError(error);
+  if (unavailable) return sendUnavailable(request, reply, family, unavailable);
   const r = render(error);
   if (error instanceof OAuthError || family === 'oauth') {
     // 500 and 429 keep their own status (a throttled token request is not an invalid_request).

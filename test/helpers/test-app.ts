@@ -39,7 +39,13 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     RATE_LIMIT_MAX: '0',
     ...options.env,
   });
-  const database = options.database ?? (await createTestDatabase());
+  const database =
+    options.database ??
+    (await createTestDatabase({
+      statementTimeoutMs: config.database.statementTimeoutMs,
+      acquireTimeoutMs: config.database.acquireTimeoutMs,
+      ...(options.env?.DATABASE_POOL_MAX ? { poolMax: config.database.poolMax } : {}),
+    }));
   const logStream = new Writable({
     write(chunk, _enc, cb) {
       lines.push(...String(chunk).split('\n').filter((l) => l.length > 0));

@@ -6,12 +6,34 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 
 // Every test app gets a database of its own, so no test depends on another's rows: in-memory
 // PGlite by default, or a throwaway database on the server named by DATABASE_URL.
-export async function createTestDatabase(): Promise<Database> {
+export interface TestDatabaseOptions {
+  poolMax?: number;
+  statementTimeoutMs?: number;
+  acquireTimeoutMs?: number;
+}
+
+export async function createTestDatabase(options: TestDatabaseOptions = {}): Promise<Database> {
   const url = process.env.DATABASE_URL;
   if (!url) {
     const snapshot = inject('pgliteSnapshot');
-    return openDatabase({ pgliteSnapshot: snapshot ? new Blob([readFileSync(snapshot)]) : undefined });
+    return openDatabase({ ...options, pgliteSnapshot: snapshot ? new Blob([readFileSync(snapshot)]) : undefined });
   }
+  const server = await createServerDatabase();
+  const database = await openDatabase({ poolMax: 20, ...options, url: server.url });
+  return {
+    ...database,
+    async close() {
+      await database.close();
+      await server.drop();
+    },
+  };
+}
+
+// An empty throwaway database on the server named by DATABASE_URL, for code (or a child process)
+// that opens it by URL itself.
+export async function createServerDatabase(): Promise<{ name: string; url: string; drop(): Promise<void> }> {
+  const url = process.env.DATABASE_URL;
+  if (!url) throw new Error('createServerDatabase needs DATABASE_URL');
   const name = `cns_test_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
@@ -22,11 +44,10 @@ export async function createTestDatabase(): Promise<Database> {
   }
   const dbUrl = new URL(url);
   dbUrl.pathname = `/${name}`;
-  const database = await openDatabase({ url: dbUrl.toString(), poolMax: 20 });
   return {
-    ...database,
-    async close() {
-      await database.close();
+    name,
+    url: dbUrl.toString(),
+    async drop() {
       const dropper = new pg.Client({ connectionString: url });
       await dropper.connect();
       try {
