@@ -14,6 +14,10 @@ export interface LoadResult {
   socketErrors: number;
   durationSeconds: number;
   statusCodes: Record<string, number>;
+  // slowest answer, ms (measured by the closed-loop clients only)
+  max?: number;
+  // slowest answer among each client's first request, all sent at the same instant, ms
+  firstRoundMax?: number;
 }
 
 export interface RequestShape {
@@ -41,61 +45,96 @@ export function percentile(sorted: ArrayLike<number>, q: number): number {
   return sorted[index]!;
 }
 
+interface Tally {
+  latencies: number[];
+  statusCodes: Record<string, number>;
+  non2xx: number;
+  socketErrors: number;
+}
+
+function newTally(): Tally {
+  return { latencies: [], statusCodes: {}, non2xx: 0, socketErrors: 0 };
+}
+
+// One request over the agent; resolves with its latency in ms (NaN for a socket error), tallied.
+function timedRequest(agent: http.Agent, port: number, r: RequestShape, tally: Tally): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const t0 = performance.now();
+    const req = http.request(
+      { host: LOOPBACK, port, method: r.method, path: r.path, headers: { ...(r.headers ?? {}), ...(r.body ? { 'content-length': Buffer.byteLength(r.body) } : {}) }, agent, timeout: 30_000 },
+      (res) => {
+        res.resume();
+        res.on('end', () => {
+          const code = res.statusCode ?? 0;
+          tally.statusCodes[code] = (tally.statusCodes[code] ?? 0) + 1;
+          if (code < 200 || code > 299) tally.non2xx++;
+          const ms = performance.now() - t0;
+          tally.latencies.push(ms);
+          resolve(ms);
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', () => {
+      tally.socketErrors++;
+      resolve(NaN);
+    });
+    req.end(r.body);
+  });
+}
+
+function resultOf(tally: Tally, started: number, minimumSeconds: number): LoadResult {
+  const sorted = Float64Array.from(tally.latencies).sort();
+  const durationSeconds = (performance.now() - started) / 1000;
+  return {
+    rps: tally.latencies.length / Math.max(durationSeconds, minimumSeconds),
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    requests: tally.latencies.length,
+    non2xx: tally.non2xx,
+    socketErrors: tally.socketErrors,
+    durationSeconds,
+    statusCodes: tally.statusCodes,
+  };
+}
+
 // Open-loop load: starts one request every 1/rate seconds whether or not earlier ones have
 // answered (autocannon's rate limit is closed-loop: a slow answer delays the next request, so a
 // 1 s password change would silently lower "5 per second" to fewer).
 export async function runPaced(spec: { port: number; rate: number; durationSeconds: number; next: () => RequestShape }): Promise<LoadResult> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-  const latencies: number[] = [];
-  const statusCodes: Record<string, number> = {};
-  let non2xx = 0;
-  let socketErrors = 0;
-  const inFlight: Promise<void>[] = [];
+  const tally = newTally();
+  const inFlight: Promise<number>[] = [];
   const started = performance.now();
   const total = Math.round(spec.rate * spec.durationSeconds);
-  const one = (r: RequestShape) =>
-    new Promise<void>((resolve) => {
-      const t0 = performance.now();
-      const req = http.request(
-        { host: LOOPBACK, port: spec.port, method: r.method, path: r.path, headers: { ...(r.headers ?? {}), ...(r.body ? { 'content-length': Buffer.byteLength(r.body) } : {}) }, agent, timeout: 30_000 },
-        (res) => {
-          res.resume();
-          res.on('end', () => {
-            const code = res.statusCode ?? 0;
-            statusCodes[code] = (statusCodes[code] ?? 0) + 1;
-            if (code < 200 || code > 299) non2xx++;
-            latencies.push(performance.now() - t0);
-            resolve();
-          });
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error('timeout')));
-      req.on('error', () => {
-        socketErrors++;
-        resolve();
-      });
-      req.end(r.body);
-    });
   for (let i = 0; i < total; i++) {
     const due = started + (i * 1000) / spec.rate;
     const wait = due - performance.now();
     if (wait > 0) await sleep(wait);
-    inFlight.push(one(spec.next()));
+    inFlight.push(timedRequest(agent, spec.port, spec.next(), tally));
   }
   await Promise.all(inFlight);
   agent.destroy();
-  const sorted = Float64Array.from(latencies).sort();
-  const durationSeconds = (performance.now() - started) / 1000;
-  return {
-    rps: latencies.length / Math.max(durationSeconds, spec.durationSeconds),
-    p50: percentile(sorted, 0.5),
-    p99: percentile(sorted, 0.99),
-    requests: latencies.length,
-    non2xx,
-    socketErrors,
-    durationSeconds,
-    statusCodes,
+  return resultOf(tally, started, spec.durationSeconds);
+}
+
+// Closed loop: `clients` callers each send a request, wait for its answer and send the next, until
+// the time is up; all of them send their first at the same instant. Reports the slowest answer
+// overall and the slowest of that first round (the last of `clients` simultaneous requests).
+export async function runClients(spec: { port: number; clients: number; durationSeconds: number; next: () => RequestShape }): Promise<LoadResult> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: spec.clients });
+  const tally = newTally();
+  const started = performance.now();
+  const deadline = started + spec.durationSeconds * 1000;
+  const firstRound: number[] = [];
+  const client = async () => {
+    firstRound.push(await timedRequest(agent, spec.port, spec.next(), tally));
+    while (performance.now() < deadline) await timedRequest(agent, spec.port, spec.next(), tally);
   };
+  await Promise.all(Array.from({ length: spec.clients }, client));
+  agent.destroy();
+  const finite = (values: number[]) => values.filter(Number.isFinite);
+  return { ...resultOf(tally, started, spec.durationSeconds), max: Math.max(...finite(tally.latencies)), firstRoundMax: Math.max(...finite(firstRound)) };
 }
 
 export async function runLoad(spec: LoadSpec): Promise<LoadResult> {

@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { HASH_CONCURRENCY } from '../src/asset-management/password-hash-queue.js';
 import { DEFAULT_SCRYPT_PARAMS } from '../src/asset-management/passwords.js';
 import type { Database } from '../src/db/database.js';
 import {
@@ -25,7 +26,7 @@ import {
   type BenchTarget,
 } from './database.js';
 import { SERVICE_LIST_SQL, normalizeSql } from './list-sql.js';
-import { runLoad, runPaced, type LoadResult, type RequestShape } from './load.js';
+import { runClients, runLoad, runPaced, type LoadResult, type RequestShape } from './load.js';
 import { BENCH_DIR, ROOT_DIR, parseOptions, type BenchOptions } from './options.js';
 import { PGBENCH, pgbenchAvailable, runPgbench } from './pgbench.js';
 import { startOwnCluster } from './postgres-cluster.js';
@@ -50,6 +51,11 @@ const EXISTING_SHARE = 0.75; // of the requested session IDs, the rest have no p
 const WRITE_CONNECTIONS = 32;
 const PASSWORD_CONNECTIONS = [1, 4] as const;
 const PASSWORD_RATE_DURING_LIST = 5; // per second, target (e)
+// target (f): a burst of password changes (closed loop) beside the list at this many connections
+const PASSWORD_BURST_CLIENTS = 16;
+const BURST_LIST_CONNECTIONS = 16;
+const BURST_MIN_LIST_SHARE = 0.6; // of the list's throughput without the burst
+const BURST_MAX_CHANGE_MS = 2000;
 const ASSET_COUNT = 300;
 const RSS_LIMIT_MIB = 250;
 const RSS_GROWTH_TOLERANCE_MIB = 10;
@@ -333,6 +339,29 @@ async function writeBlock(ctx: Context, run: number, assetIds: string[]): Promis
       async () => pw,
     );
   }
+
+  // (f) the list with and without 16 clients changing passwords alongside, back to back: hashing
+  // runs through a bounded queue, so the burst waits in it instead of taking every core.
+  const burstBase = { group: 'mixed' as const, target: 'service' as const, rows: ctx.rows, connections: BURST_LIST_CONNECTIONS, ids: 100, token: 'all' as const };
+  await serviceList(ctx, 100, BURST_LIST_CONNECTIONS, 'all', `list ids=100 c=${BURST_LIST_CONNECTIONS} token=all (reference for f)`);
+  let burstResult: LoadResult | null = null;
+  await measure(ctx, { ...burstBase, label: `list ids=100 c=${BURST_LIST_CONNECTIONS} + ${PASSWORD_BURST_CLIENTS} pw clients` }, pid, async () => {
+    const [list, burst] = await Promise.all([
+      runLoad({ port, connections: BURST_LIST_CONNECTIONS, durationSeconds: duration, next: listRequest(100, ctx.rows, ctx.bearerAll, false) }),
+      runClients({ port, clients: PASSWORD_BURST_CLIENTS, durationSeconds: duration, next: changePassword }),
+    ]);
+    burstResult = burst;
+    return list;
+  });
+  const burst = burstResult as LoadResult | null;
+  if (burst) {
+    await measure(
+      ctx,
+      { label: `change password ${PASSWORD_BURST_CLIENTS} clients during list`, group: 'mixed', target: 'service', rows: ctx.rows, connections: PASSWORD_BURST_CLIENTS },
+      null,
+      async () => burst,
+    );
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -533,6 +562,24 @@ function evaluateTargets(ctx: Context, rssSamples: number[], sizes: number[]): T
     });
   } else {
     lines.push({ id: 'e', status: 'N/A', text: `(e) ${params}; not measured in this run${ctx.options.baselineOnly ? ' (--baseline)' : ''}` });
+  }
+
+  // (f)
+  const burstRef = find(ctx, 'service', `list ids=100 c=${BURST_LIST_CONNECTIONS} token=all (reference for f)`, rows);
+  const burstList = find(ctx, 'service', `list ids=100 c=${BURST_LIST_CONNECTIONS} + ${PASSWORD_BURST_CLIENTS} pw clients`, rows);
+  const burstPw = find(ctx, 'service', `change password ${PASSWORD_BURST_CLIENTS} clients during list`, rows)?.median;
+  if (burstRef && burstList && burstPw && burstPw.requests > 0) {
+    const share = pairedRatio(burstList, burstRef, (m) => m.rps);
+    const slowest = burstPw.max ?? NaN;
+    const ok = share.value >= BURST_MIN_LIST_SHARE && slowest <= BURST_MAX_CHANGE_MS;
+    const perRun = share.perRun.length > 1 ? ` (per run: ${share.perRun.map((r) => r.toFixed(2)).join(', ')})` : '';
+    lines.push({
+      id: 'f',
+      status: ok ? 'PASS' : 'FAIL',
+      text: `(f) list 100 IDs c=${BURST_LIST_CONNECTIONS} with ${PASSWORD_BURST_CLIENTS} clients changing passwords alongside: ${fmt.int(burstList.median.rps)} rps vs ${fmt.int(burstRef.median.rps)} without, ${share.value.toFixed(2)} of it${perRun} (need >= ${BURST_MIN_LIST_SHARE.toFixed(2)}); p99 ${fmt.ms(burstList.median.p99)} vs ${fmt.ms(burstRef.median.p99)} ms; password changes ${fmt.int(burstPw.rps)}/s, p50 ${fmt.ms(burstPw.p50)} ms, slowest ${fmt.ms(slowest)} ms (need <= ${BURST_MAX_CHANGE_MS}), the last of the first ${PASSWORD_BURST_CLIENTS} simultaneous changes answered after ${fmt.ms(burstPw.firstRoundMax ?? NaN)} ms; hashing queue bound ${HASH_CONCURRENCY} on ${os.availableParallelism()} cores`,
+    });
+  } else {
+    lines.push({ id: 'f', status: 'N/A', text: `(f) not measured in this run${ctx.options.baselineOnly ? ' (--baseline)' : ''}` });
   }
   return lines;
 }
@@ -823,6 +870,7 @@ async function main(): Promise<void> {
     service: { nodeArgs, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
     checks: { listSql: sqlCheck, naiveShape: shapeCheck },
     scrypt: DEFAULT_SCRYPT_PARAMS,
+    hashConcurrency: HASH_CONCURRENCY,
     notes,
     scenarios: [...ctx.records.values()].map((r) => ({
       label: r.label,

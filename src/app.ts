@@ -22,6 +22,7 @@ import observability from './plugins/observability.js';
 import openapi from './plugins/openapi.js';
 import { paymentsRoutes } from './payments/payments-routes.js';
 import { assetManagementRoutes } from './asset-management/asset-management-routes.js';
+import type { ScryptParams } from './asset-management/passwords.js';
 
 export interface BuildOptions {
   // Tests hand in a fresh database; production opens the one the config names.
@@ -29,6 +30,8 @@ export interface BuildOptions {
   logStream?: Writable;
   // Create the bootstrap admin client when the database has none (server start-up only).
   bootstrap?: boolean;
+  // Cheaper password hashes for tests; production keeps DEFAULT_SCRYPT_PARAMS.
+  scryptParams?: ScryptParams;
 }
 
 export interface AppServices {
@@ -175,7 +178,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   }
 
   await app.register(paymentsRoutes);
-  await app.register(assetManagementRoutes);
+  await app.register(assetManagementRoutes, { scryptParams: options.scryptParams });
 
   return app;
 }

@@ -18,6 +18,7 @@ import {
   page,
 } from './asset-management-schemas.js';
 import { changeAssetPassword, createAsset, getAsset, listAssetsPage } from './assets-service.js';
+import type { ScryptParams } from './passwords.js';
 import { archiveModel, createChargingStationModel, getChargingStationModel, listModels } from './charging-station-models-service.js';
 
 const tags = ['asset-management'];
@@ -32,7 +33,12 @@ const modelReaders = [requireScope('read:chargingstationmodel', 'write:chargings
 const assetWriters = [requireScope('write:asset')];
 const assetReaders = [requireScope('read:asset', 'write:asset')];
 
-export async function assetManagementRoutes(app: FastifyInstance): Promise<void> {
+export interface AssetManagementRoutesOptions {
+  // The scrypt cost of new password hashes; tests lower it, production keeps the default.
+  scryptParams?: ScryptParams;
+}
+
+export async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions = {}): Promise<void> {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const db = app.services.database.db;
   const { ocppMinSecurityProfile } = app.services.config;
@@ -170,7 +176,7 @@ export async function assetManagementRoutes(app: FastifyInstance): Promise<void>
       },
     },
     async (request, reply) => {
-      const result = await changeAssetPassword(db, request.principal, request.body);
+      const result = await changeAssetPassword(db, { scryptParams: options.scryptParams }, request.principal, request.body);
       // The answer may carry a generated secret: no cache may keep it.
       reply.header('cache-control', 'no-store');
       return { data: result };

@@ -1,4 +1,5 @@
 import { randomBytes, randomInt, scrypt, timingSafeEqual, type BinaryLike, type ScryptOptions } from 'node:crypto';
+import { passwordHashQueue } from './password-hash-queue.js';
 
 export type OcppVersion = '1.6' | '2.0.1';
 
@@ -75,9 +76,13 @@ function scryptAsync(password: BinaryLike, salt: Buffer, keyLength: number, N: n
   // OpenSSL needs about 128*r*(N+p+2) bytes and this allows twice that.
   const options: ScryptOptions = { N, r, p, maxmem: 2 * 128 * r * (N + p + 2) };
   // The callback form runs on the libuv pool; scryptSync would stall every request for ~100 ms.
-  return new Promise((resolve, reject) => {
-    scrypt(password, salt, keyLength, options, (err, key) => (err ? reject(err) : resolve(key)));
-  });
+  // The queue bounds how many run at once (see password-hash-queue.ts).
+  return passwordHashQueue(
+    () =>
+      new Promise<Buffer>((resolve, reject) => {
+        scrypt(password, salt, keyLength, options, (err, key) => (err ? reject(err) : resolve(key)));
+      }),
+  );
 }
 
 export async function hashPassword(password: string, params: ScryptParams = DEFAULT_SCRYPT_PARAMS): Promise<string> {

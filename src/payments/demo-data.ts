@@ -4,7 +4,7 @@
 import type { Db } from '../db/database.js';
 import { ConflictError } from '../errors.js';
 import type { TaxConfig } from './billing.js';
-import { PAYMENT_TYPES, type RecordPaymentInput } from './payments-schemas.js';
+import { PAYMENT_TYPES, type RecordPaymentInput, type SessionPayment } from './payments-schemas.js';
 import { collectSessionPayment, recordSessionPayment } from './payments-service.js';
 
 interface Location {
@@ -153,8 +153,10 @@ export async function seedDemoData(db: Db, write: (text: string) => void = (text
     }
     summary.recorded += 1;
     if (collectAfterMinutes !== null) {
-      const collectedAt = new Date(Date.parse(payment.recordedAt) + collectAfterMinutes * 60_000);
-      await collectSessionPayment(db, everyNetwork, payment.id, collectedAt);
+      // The service answers JSON text; a demo run can afford to read two fields back out of it.
+      const recorded = JSON.parse(payment) as Pick<SessionPayment, 'id' | 'recordedAt'>;
+      const collectedAt = new Date(Date.parse(recorded.recordedAt) + collectAfterMinutes * 60_000);
+      await collectSessionPayment(db, everyNetwork, recorded.id, collectedAt);
       summary.collected += 1;
     }
   }

@@ -2,10 +2,14 @@ import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.js';
 import type { BillingInput, BillingResult } from './billing.js';
 import { sessionPayments } from './payments-schema.js';
-import type { SessionPayment } from './payments-schemas.js';
 
 export type SessionPaymentRow = typeof sessionPayments.$inferSelect;
 export type NewSessionPaymentRow = typeof sessionPayments.$inferInsert;
+
+declare const paymentJson: unique symbol;
+// A payment's SessionPayment JSON (spec §2.1) as the database rendered it into the document
+// column: the only rendering there is, sent as is by every answer (contract §9).
+export type SessionPaymentJson = string & { readonly [paymentJson]: true };
 
 const p = sessionPayments;
 
@@ -52,19 +56,19 @@ function visibleTo(network: string | null, condition: SQL): SQL {
 // default collectedAt, so replicas with drifting clocks cannot put them out of order.
 export async function insertPayment(
   db: Executor,
-  row: Omit<NewSessionPaymentRow, 'recordedAt'> & { recordedAt?: Date | undefined },
-): Promise<SessionPaymentRow> {
+  row: Omit<NewSessionPaymentRow, 'recordedAt' | 'document'> & { recordedAt?: Date | undefined },
+): Promise<SessionPaymentJson> {
   const [inserted] = await db
     .insert(p)
     .values({ ...row, recordedAt: row.recordedAt ?? sql`now()` })
-    .returning();
+    .returning({ document: p.document });
   if (!inserted) throw new Error('insert into session_payments returned no row');
-  return inserted;
+  return inserted.document as SessionPaymentJson;
 }
 
-export async function findPayment(db: Executor, id: string, network: string | null): Promise<SessionPaymentRow | undefined> {
-  const rows = await db.select().from(p).where(visibleTo(network, eq(p.id, id))).limit(1);
-  return rows[0];
+export async function findPaymentJson(db: Executor, id: string, network: string | null): Promise<SessionPaymentJson | undefined> {
+  const rows = await db.select({ document: p.document }).from(p).where(visibleTo(network, eq(p.id, id))).limit(1);
+  return rows[0]?.document as SessionPaymentJson | undefined;
 }
 
 // The state change and its guard are one statement, so of two concurrent collects exactly one
@@ -75,14 +79,14 @@ export async function collectPayment(
   id: string,
   network: string | null,
   collectedAt: Date | null,
-): Promise<SessionPaymentRow | undefined> {
+): Promise<SessionPaymentJson | undefined> {
   const at = collectedAt === null ? sql`greatest(now(), ${p.recordedAt})` : sql`${collectedAt.toISOString()}::timestamptz`;
   const rows = await db
     .update(p)
     .set({ status: 'COLLECTED', collectedAt: at, updatedAt: sql`now()` })
     .where(visibleTo(network, sql`${p.id} = ${id} AND ${p.status} = 'PENDING' AND ${p.recordedAt} <= ${at}`))
-    .returning();
-  return rows[0];
+    .returning({ document: p.document });
+  return rows[0]?.document as SessionPaymentJson | undefined;
 }
 
 export async function findPaymentState(
@@ -99,16 +103,15 @@ export async function findPaymentState(
 }
 
 // ---------------------------------------------------------------------------------------------
-// The SessionPayment JSON (spec §2.1) exists twice: rendered by PostgreSQL into each row's
-// document column whenever the row is written (the session_payments_render trigger,
-// migrations/0003), and built in TypeScript from a row (toSessionPayment) for single-payment
-// answers. Both must produce the same keys in the same order with the same values;
-// test/payments/payment-json.test.ts holds them to it. The list, the hot path, only
-// concatenates the stored documents: no per-row formatting on reads, nothing parsed in Node.
-// The documents come back one row each and are joined here rather than by string_agg: one
-// aggregated value of 50-100 KB made every query allocate and fault in fresh large buffers
-// (about 50 minor page faults per 100-ID list), which cost PostgreSQL more CPU than the join
-// costs Node.
+// The SessionPayment JSON (spec §2.1) is rendered by PostgreSQL into each row's document column
+// whenever the row is written (the session_payments_render trigger, migrations/0003 and 0004), and
+// every answer sends that text: RETURNING document on writes, the column on reads. No answer
+// formats a payment in Node, so the list and the single answers cannot disagree, numbers
+// included. test/payments/payment-json.test.ts holds the text equal to an independent account
+// of the row. The list, the hot path, only concatenates the stored documents. They come back one
+// row each and are joined here rather than by string_agg: one aggregated value of 50-100 KB made
+// every query allocate and fault in fresh large buffers (about 50 minor page faults per 100-ID
+// list), which cost PostgreSQL more CPU than the join costs Node.
 
 const bySessions = sql`${p.session} = ANY(${sql.placeholder('sessionIds')}::text[])`;
 
@@ -141,49 +144,4 @@ export async function listPaymentsJson(db: Db, sessionIds: readonly string[], ne
   let json = '[';
   for (let i = 0; i < rows.length; i++) json += i === 0 ? rows[i]!.document : `,${rows[i]!.document}`;
   return `${json}]`;
-}
-
-export function toSessionPayment(row: SessionPaymentRow): SessionPayment {
-  return {
-    id: row.id,
-    network: row.network,
-    session: row.session,
-    sitePartners: row.sitePartners,
-    location: row.location,
-    currency: row.currency,
-    status: row.status,
-    paymentType: row.paymentType,
-    costs: { energy: row.costEnergy, idle: row.costIdle, flat: row.costFlat, time: row.costTime },
-    usages: { energy: row.usageEnergyWh, time: row.usageTimeSeconds, idle: row.usageIdleSeconds },
-    taxConfig: row.taxConfig === null ? null : taxConfigOf(row.taxConfig),
-    preTaxChargingSessionCost: row.preTaxChargingSessionCost,
-    preTaxCosts: { energy: row.preTaxEnergy, idle: row.preTaxIdle, flat: row.preTaxFlat, time: row.preTaxTime },
-    // The fee_pair CHECK constraint stores both fee columns or neither.
-    ...(row.additionalFee === null ? {} : { additionalFee: row.additionalFee, preTaxAdditionalFee: row.preTaxAdditionalFee ?? 0 }),
-    priceAdjustment:
-      row.priceAdjustmentId === null
-        ? null
-        : {
-            id: row.priceAdjustmentId,
-            // The adjustment_complete CHECK constraint stores these together with the ID.
-            amount: row.priceAdjustmentAmount ?? 0,
-            maxAdjustment: row.priceAdjustmentMax,
-            calculatedAdjustment: row.calculatedAdjustment ?? 0,
-          },
-    taxes: { totalPercentSalesTax: row.taxSales, energyPerKwhExciseTax: row.taxExcise },
-    totalTaxAmount: row.totalTaxAmount,
-    billedAmount: row.billedAmount,
-    recordedAt: row.recordedAt.toISOString(),
-    collectedAt: row.collectedAt === null ? null : row.collectedAt.toISOString(),
-    createdAt: row.createdAt.toISOString(),
-    updatedAt: row.updatedAt.toISOString(),
-  };
-}
-
-// Members keep their presence (absent stays absent, null stays null) but take the spec's order.
-function taxConfigOf(stored: NonNullable<SessionPaymentRow['taxConfig']>): NonNullable<SessionPayment['taxConfig']> {
-  const out: NonNullable<SessionPayment['taxConfig']> = {};
-  if ('totalPercentSalesTax' in stored) out.totalPercentSalesTax = stored.totalPercentSalesTax ?? null;
-  if ('energyPerKwhExciseTax' in stored) out.energyPerKwhExciseTax = stored.energyPerKwhExciseTax ?? null;
-  return out;
 }

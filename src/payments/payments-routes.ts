@@ -1,7 +1,8 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireScope } from '../auth/auth-plugin.js';
+import type { SessionPaymentJson } from './payments-repository.js';
 import * as service from './payments-service.js';
 import {
   MAX_SESSION_IDS,
@@ -17,6 +18,12 @@ import {
 } from './payments-schemas.js';
 
 const tags = ['payments'];
+
+// Answers are JSON text the database rendered (one rendering per payment, contract §9): with a
+// JSON content type Fastify sends a string as is, never through the serializer.
+function sendPayment(reply: FastifyReply, json: SessionPaymentJson) {
+  return reply.type('application/json').send(json as unknown as SessionPayment);
+}
 
 export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
   const routes = app.withTypeProvider<ZodTypeProvider>();
@@ -38,7 +45,6 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       const json = await service.listSessionPaymentsJson(db, request.principal, request.query.sessionIds);
-      // Already the JSON text of the 200 schema: with a JSON content type Fastify sends a string as is.
       return reply.type('application/json').send(json as unknown as SessionPayment[]);
     },
   );
@@ -54,7 +60,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
         response: { 200: sessionPaymentSchema, ...errorResponses, 404: notFoundResponse },
       },
     },
-    async (request) => service.getSessionPayment(db, request.principal, request.params.id),
+    async (request, reply) => sendPayment(reply, await service.getSessionPayment(db, request.principal, request.params.id)),
   );
 
   routes.post(
@@ -70,10 +76,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
         response: { 201: sessionPaymentSchema, ...errorResponses, 409: conflictResponse('The session already has a payment') },
       },
     },
-    async (request, reply) => {
-      const payment = await service.recordSessionPayment(db, request.principal, request.body);
-      return reply.code(201).send(payment);
-    },
+    async (request, reply) => sendPayment(reply.code(201), await service.recordSessionPayment(db, request.principal, request.body)),
   );
 
   await routes.register(async (collect) => {
@@ -108,7 +111,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
           },
         },
       },
-      async (request) => service.collectSessionPayment(db, request.principal, request.params.id, request.body?.collectedAt),
+      async (request, reply) => sendPayment(reply, await service.collectSessionPayment(db, request.principal, request.params.id, request.body?.collectedAt)),
     );
   });
 }

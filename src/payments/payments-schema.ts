@@ -41,7 +41,8 @@ export const sessionPayments = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
     // The row's SessionPayment JSON, rendered by the session_payments_render trigger on every
-    // insert and update (migrations/0003). The list, the hot read path, only concatenates it.
+    // insert and update (migrations/0003, 0004): the payment's only rendering, which every answer
+    // sends as is.
     document: text('document').notNull().default(''),
   },
   (t) => [

@@ -1,6 +1,6 @@
 // Zod schemas of the payments API: they validate requests (through the app's validator compiler)
-// and generate the OpenAPI description. Response schemas document only; replies are written with
-// JSON.stringify or, for the list, as JSON text that PostgreSQL built.
+// and generate the OpenAPI description. Response schemas document only; a payment is answered as
+// the JSON text PostgreSQL rendered when its row was written, errors with JSON.stringify.
 import { z } from 'zod';
 import { identifierSchema } from '../identifier-schemas.js';
 import { LISTED_ID, MAX_ID_LENGTH, UNLISTED_ID, exceedsIdLength, splitList } from '../identifiers.js';

@@ -5,12 +5,14 @@ import { newId } from '../ids.js';
 import { hasForbiddenCharacter } from '../identifiers.js';
 import { computeBilling, isFreeConsistent } from './billing.js';
 import * as payments from './payments-repository.js';
-import type { RecordPaymentInput, SessionPayment } from './payments-schemas.js';
+import type { SessionPaymentJson } from './payments-repository.js';
+import type { RecordPaymentInput } from './payments-schemas.js';
 
 // What the service needs of the caller: network null may act on every network.
 export type NetworkScope = Pick<Principal, 'network'>;
 
-// Answers the JSON text of the list as PostgreSQL built it; the route passes it through.
+// Every answer is JSON text as PostgreSQL rendered it when the row was written (one rendering per
+// payment, contract §9); the routes pass it through.
 export async function listSessionPaymentsJson(db: Db, scope: NetworkScope, sessionIds: readonly string[]): Promise<string> {
   // A recorded session ID never contains such characters, so an ID that does has no payment; and
   // PostgreSQL could not even take a NUL as a parameter.
@@ -19,14 +21,14 @@ export async function listSessionPaymentsJson(db: Db, scope: NetworkScope, sessi
   return payments.listPaymentsJson(db, candidates, scope.network);
 }
 
-export async function getSessionPayment(db: Executor, scope: NetworkScope, id: string): Promise<SessionPayment> {
-  const row = await payments.findPayment(db, id, scope.network);
+export async function getSessionPayment(db: Executor, scope: NetworkScope, id: string): Promise<SessionPaymentJson> {
+  const json = await payments.findPaymentJson(db, id, scope.network);
   // Another network's payment is reported exactly like a missing one: no hint that it exists.
-  if (!row) throw new NotFoundError(`No session payment ${id}`);
-  return payments.toSessionPayment(row);
+  if (json === undefined) throw new NotFoundError(`No session payment ${id}`);
+  return json;
 }
 
-export async function recordSessionPayment(db: Executor, scope: NetworkScope, input: RecordPaymentInput): Promise<SessionPayment> {
+export async function recordSessionPayment(db: Executor, scope: NetworkScope, input: RecordPaymentInput): Promise<SessionPaymentJson> {
   if (scope.network !== null && input.network !== scope.network) {
     throw new ForbiddenError(`The access token may record payments for network ${scope.network} only`);
   }
@@ -36,7 +38,7 @@ export async function recordSessionPayment(db: Executor, scope: NetworkScope, in
     throw new BadRequestError(message, [{ code: 'custom', message, path: ['paymentType'] }]);
   }
   try {
-    const row = await payments.insertPayment(db, {
+    return await payments.insertPayment(db, {
       id: newId('pmt'),
       network: input.network,
       session: input.session,
@@ -46,7 +48,6 @@ export async function recordSessionPayment(db: Executor, scope: NetworkScope, in
       ...payments.billedColumns(input, billing),
       recordedAt: input.recordedAt,
     });
-    return payments.toSessionPayment(row);
   } catch (error) {
     // The unique index decides, so two concurrent records of one session cannot both succeed.
     if (isUniqueViolation(error, 'session_payments_session_key')) {
@@ -61,9 +62,9 @@ export async function collectSessionPayment(
   scope: NetworkScope,
   id: string,
   collectedAt?: Date,
-): Promise<SessionPayment> {
-  const row = await payments.collectPayment(db, id, scope.network, collectedAt ?? null);
-  if (row) return payments.toSessionPayment(row);
+): Promise<SessionPaymentJson> {
+  const json = await payments.collectPayment(db, id, scope.network, collectedAt ?? null);
+  if (json !== undefined) return json;
 
   // The guarded update found nothing to change; this read only chooses the answer.
   const state = await payments.findPaymentState(db, id, scope.network);

@@ -1,10 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { asc, eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-schema.js';
 import { updateAssetPassword } from '../../src/asset-management/assets-repository.js';
-import { verifyAssetPassword } from '../../src/asset-management/assets-service.js';
-import { PASSWORD_RULES } from '../../src/asset-management/passwords.js';
+import { changeAssetPassword, verifyAssetPassword } from '../../src/asset-management/assets-service.js';
+import { HASH_CONCURRENCY, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
+import { DEFAULT_SCRYPT_PARAMS, PASSWORD_RULES, type ScryptParams } from '../../src/asset-management/passwords.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { BAD_REQUEST, createAsset, familyError, uniqueNetwork } from '../helpers/asset-factory.js';
 
@@ -15,8 +16,11 @@ const ALPHABET_201 = /^[A-Za-z0-9*\-_=:+|@.]{40}$/;
 let t: TestApp;
 let writer: string;
 
+// The HTTP tests hash with a cheap scrypt cost; one test below keeps the production cost.
+const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
+
 beforeAll(async () => {
-  t = await createTestApp({ captureLogs: true });
+  t = await createTestApp({ captureLogs: true, scryptParams: FAST });
   writer = t.bearer({ scopes: ['write:asset'], clientId: 'cli_writer' });
 });
 afterAll(async () => {
@@ -72,13 +76,23 @@ describe('change-password: supplied password', () => {
     expect(read.body).not.toContain('scrypt');
 
     const stored = await row(asset.id);
-    expect(stored.passwordHash).toMatch(/^scrypt\$N=32768,r=8,p=1\$/);
+    expect(stored.passwordHash).toMatch(/^scrypt\$N=1024,r=8,p=1\$/);
     expect(JSON.stringify(stored)).not.toContain(password);
 
     const trail = await audits(asset.id);
     expect(trail).toEqual([
       { id: expect.stringMatching(/^apc_/), assetId: asset.id, network: asset.network, actorClientId: 'cli_writer', generated: false, changedAt: new Date(passwordChangedAt) },
     ]);
+  });
+
+  it('without an injected cost the service hashes with the production parameters', async () => {
+    const asset = await createAsset(t);
+    const password = password201(24);
+    await changeAssetPassword(t.database.db, {}, { clientId: 'cli_writer', network: null }, { id: asset.id, password });
+    const { N, r, p } = DEFAULT_SCRYPT_PARAMS;
+    expect((await row(asset.id)).passwordHash).toMatch(new RegExp(`^scrypt\\$N=${N},r=${r},p=${p}\\$`));
+    expect(N).toBeGreaterThanOrEqual(2 ** 15);
+    expect(await verifyAssetPassword(t.database.db, asset.id, password)).toBe(true);
   });
 
   it('the new password replaces the old one', async () => {
@@ -280,6 +294,28 @@ describe('change-password: concurrency', () => {
     expect(trail.map((a) => a.changedAt.getTime())).toEqual([times[earlier], times[later]]);
   });
 
+  it('8 concurrent changes queue for hashing behind a full queue, none is refused, and all succeed', async () => {
+    const assets = await Promise.all(Array.from({ length: 8 }, () => createAsset(t)));
+    const passwords = assets.map(() => password201(32));
+    // Every place in the hashing queue taken, as by a burst of logins.
+    const holders = Array.from({ length: HASH_CONCURRENCY }, () => {
+      let open!: () => void;
+      const opened = new Promise<void>((resolve) => (open = resolve));
+      return { open, held: passwordHashQueue(() => opened) };
+    });
+    let answered = 0;
+    const requests = assets.map((asset, i) => change({ id: asset.id, password: passwords[i] }).finally(() => answered++));
+    await vi.waitFor(() => expect(passwordHashQueue.pendingCount).toBe(8), { timeout: 20_000, interval: 5 });
+    expect(answered).toBe(0);
+    for (const h of holders) h.open();
+    await Promise.all(holders.map((h) => h.held));
+    const answers = await Promise.all(requests);
+    for (const [i, a] of answers.entries()) {
+      expect(a.statusCode, a.body).toBe(200);
+      expect(a.json().data.id).toBe(assets[i]!.id);
+    }
+    for (const [i, asset] of assets.entries()) expect(await verifyAssetPassword(t.database.db, asset.id, passwords[i]!)).toBe(true);
+  });
 
   // Needs two connections, so it exists only in the PostgreSQL run: PGlite runs one transaction at
   // a time, so the interleaving this checks cannot happen there (CI runs the suite on both).

@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
+import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
 import { createTestDatabase } from './test-database.js';
@@ -29,6 +30,8 @@ export interface TestAppOptions {
   routes?: (app: FastifyInstance) => void | Promise<void>;
   // Let the caller keep and close the database (e.g. to close it under a running app).
   database?: Database;
+  // Cheaper password hashes, so HTTP tests of password changes need not spend ~100 ms each.
+  scryptParams?: ScryptParams;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -52,7 +55,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream });
+  const app = await buildApp(config, { database, logStream, scryptParams: options.scryptParams });
   await options.routes?.(app);
   await app.ready();
   return {

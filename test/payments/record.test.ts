@@ -315,7 +315,7 @@ describe('database constraints', () => {
     const error = await insertPayment(t.database.db, row).then(() => null, (e: unknown) => e);
     expect(findPgError(error)).toMatchObject({ code: '23514', constraint: 'session_payments_billed_invariant' });
     // The same row with the right billed amount goes in: the constraint, not something else, refused it.
-    await expect(insertPayment(t.database.db, { ...row, billedAmount: 1000 })).resolves.toMatchObject({ billedAmount: 1000 });
+    await expect(insertPayment(t.database.db, { ...row, billedAmount: 1000 }).then((json) => JSON.parse(json) as SessionPayment)).resolves.toMatchObject({ billedAmount: 1000 });
     const collectedWhilePending = await insertPayment(t.database.db, { ...row, id: newId('pmt'), session: uniqueId('ses'), billedAmount: 1000, collectedAt: new Date() }).then(
       () => null,
       (e: unknown) => e,
