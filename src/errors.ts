@@ -72,3 +72,42 @@ export class RequestValidationError extends Error {
     }));
   }
 }
+
+// Answers given before any route runs: by the HTTP server while a request is still arriving, or
+// while the server shuts down. The error plugin renders them in the family's shape when the URL
+// has arrived, as `{ message }` otherwise.
+export class EarlyError extends Error {
+  constructor(
+    readonly status: 400 | 408 | 431 | 503,
+    // asset-management family error code; the payments family derives its code from the status
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EarlyError';
+  }
+}
+
+export class RequestTimeoutError extends EarlyError {
+  constructor(limitMs: number) {
+    super(408, 'REQUEST_TIMEOUT', `The request did not arrive within ${limitMs} ms`);
+  }
+}
+
+export class HeadersTooLargeError extends EarlyError {
+  constructor() {
+    super(431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'Request headers are too large');
+  }
+}
+
+export class MalformedRequestError extends EarlyError {
+  constructor() {
+    super(400, 'INVALID_REQUEST_PARAMETERS', 'Malformed HTTP request');
+  }
+}
+
+export class ShuttingDownError extends EarlyError {
+  constructor() {
+    super(503, 'SHUTTING_DOWN', 'The server is shutting down; retry the request');
+  }
+}

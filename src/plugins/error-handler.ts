@@ -1,12 +1,25 @@
+import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import fp from 'fastify-plugin';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, RequestValidationError, type ValidationIssue } from '../errors.js';
+import {
+  AppError,
+  EarlyError,
+  HeadersTooLargeError,
+  MalformedRequestError,
+  RequestTimeoutError,
+  RequestValidationError,
+  ShuttingDownError,
+  type ValidationIssue,
+} from '../errors.js';
 import { OAuthError } from '../auth/oauth-error.js';
+import { redactUrl } from './observability.js';
 
 type Family = 'payments' | 'asset-management' | 'oauth' | 'plain';
 
 // The family follows the API a request addressed, so one status always has one body shape there.
-function familyOf(request: FastifyRequest): Family {
+function familyOf(request: Pick<FastifyRequest, 'url'>): Family {
   const url = request.url;
   if (url.startsWith('/payments/')) return 'payments';
   if (url.startsWith('/asset-management/')) return 'asset-management';
@@ -19,6 +32,8 @@ const ASSET_TYPES: Record<number, string> = {
   404: 'NOT_FOUND',
   409: 'CONFLICT',
   500: 'INTERNAL_ERROR',
+  408: 'REQUEST_TIMEOUT',
+  503: 'SERVICE_UNAVAILABLE',
 };
 
 const PAYMENT_CODES: Record<number, string> = {
@@ -26,6 +41,8 @@ const PAYMENT_CODES: Record<number, string> = {
   404: 'NOT_FOUND',
   409: 'CONFLICT',
   500: 'INTERNAL_SERVER_ERROR',
+  408: 'REQUEST_TIMEOUT',
+  503: 'SERVICE_UNAVAILABLE',
 };
 
 interface Rendered {
@@ -66,6 +83,7 @@ function render(error: unknown): Rendered {
     const message = error.kind === 'bad_request' && error.issues?.length ? error.issues.map(describeIssue).join('; ') : error.message;
     return { status, message, code: error.code, issues: error.issues };
   }
+  if (error instanceof EarlyError) return { status: error.status, message: error.message, code: error.code };
   const fastifyError = fromFastifyError(error as FastifyError);
   if (fastifyError) return fastifyError;
   return { status: 500, message: 'Internal server error' };
@@ -75,8 +93,9 @@ function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   const family = familyOf(request);
   const r = render(error);
   if (error instanceof OAuthError || family === 'oauth') {
-    // 500 and 429 keep their own status (a throttled token request is not an invalid_request).
-    const oauth = error instanceof OAuthError ? error : [500, 429].includes(r.status) ? null : new OAuthError('invalid_request', r.message);
+    // RFC 6749 §5.2 names bodies for 400 and 401 only: 408, 429, 500 and 503 keep their own
+    // status and the { message } body (a throttled token request is not an invalid_request).
+    const oauth = error instanceof OAuthError ? error : [500, 429, 408, 503].includes(r.status) ? null : new OAuthError('invalid_request', r.message);
     if (oauth) {
       if (oauth.statusCode === 401) reply.header('www-authenticate', oauth.basicChallenge ? 'Basic realm="oauth"' : 'Bearer');
       return reply.code(oauth.statusCode).header('cache-control', 'no-store').send({ error: oauth.error, error_description: oauth.description });
@@ -90,9 +109,10 @@ function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
     // The contract asks for error="invalid_token" on every 401, a missing token included.
     reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`);
   }
+  if (error instanceof ShuttingDownError) reply.header('retry-after', '1');
   reply.code(r.status);
 
-  if (r.status === 401 || r.status === 429) return reply.send({ message: r.message });
+  if (r.status === 401 || r.status === 429 || r.status === 431) return reply.send({ message: r.message });
   if (family === 'payments') {
     if (r.status === 400) {
       return reply.send({
@@ -114,10 +134,85 @@ function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   return reply.send({ message: r.message });
 }
 
+// Fastify's own early answers (a URL that does not decode, an over-long path parameter) take
+// the same shapes as every other error.
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  return send(request, reply, error);
+}
+
+// The request whose headers last arrived on each socket: when the HTTP server gives up on a
+// socket, this tells whether the URL (hence the family) is known and the answer still unsent.
+const arrived = new WeakMap<Socket, { req: IncomingMessage; answered: () => boolean }>();
+
+// Renders an error through send() for a socket that has no Fastify reply, as HTTP/1.1 text.
+function renderForSocket(url: string | null, error: EarlyError, log: FastifyInstance['log']): string {
+  let status = 500;
+  const headers: Record<string, string> = {};
+  let body = '';
+  const reply = {
+    code(code: number) {
+      status = code;
+      return reply;
+    },
+    header(name: string, value: string) {
+      headers[name.toLowerCase()] = value;
+      return reply;
+    },
+    send(payload: unknown) {
+      body = JSON.stringify(payload);
+      return reply;
+    },
+  };
+  send({ url: url ?? '', log } as FastifyRequest, reply as unknown as FastifyReply, error);
+  const lines = [
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`,
+    'content-type: application/json; charset=utf-8',
+    `content-length: ${Buffer.byteLength(body)}`,
+    'connection: close',
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+  ];
+  return `${lines.join('\r\n')}\r\n\r\n${body}`;
+}
+
+// Node's 'clientError': the request did not arrive within REQUEST_TIMEOUT_MS (408), its headers
+// overflowed (431), or it is not HTTP (400). Routine client behaviour, so logged at info without
+// a stack. Bound to the Fastify instance.
+export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: string }, socket: Socket) {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const current = arrived.get(socket);
+  // A request whose body is still arriving has a URL; otherwise its headers have not all come.
+  const pending = current && !current.req.complete ? current : null;
+  const error =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new RequestTimeoutError(this.server.requestTimeout)
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? new HeadersTooLargeError()
+        : new MalformedRequestError();
+  const url = pending ? pending.req.url ?? null : null;
+  this.log.info({ statusCode: error.status, url: url === null ? undefined : redactUrl(url), reason: err.code }, 'request ended before it arrived');
+  // Bytes of an answer already on the wire must not be followed by a second status line.
+  if (socket.writable && !pending?.answered()) socket.write(renderForSocket(url, error, this.log));
+  socket.destroy();
+}
+
 async function errorHandlerPlugin(app: FastifyInstance) {
   app.setErrorHandler((error, request, reply) => send(request, reply, error));
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send({ message: `Route ${request.method} ${request.url.split('?')[0]} not found` });
+  });
+
+  app.server.on('request', (req: IncomingMessage, res: { headersSent: boolean }) => {
+    arrived.set(req.socket, { req, answered: () => res.headersSent });
+  });
+
+  // Requests that reach the server while it closes (on kept-alive connections) get the family's
+  // 503; Fastify's own answer (return503OnClosing) has a shape of its own and is turned off.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async () => {
+    if (closing) throw new ShuttingDownError();
   });
 }
 
