@@ -64,14 +64,19 @@ export class RequestValidationError extends Error {
     this.name = 'RequestValidationError';
   }
 
+  // Only the first MAX_ISSUES are ever rendered, so only those are converted.
   get issues(): ValidationIssue[] {
-    return this.zodError.issues.map((i) => ({
+    return this.zodError.issues.slice(0, MAX_ISSUES).map((i) => ({
       code: i.code,
       message: i.message,
       path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)),
     }));
   }
 }
+
+// A 400 lists at most this many issues (the first found): a short malformed request must not be
+// able to ask for a megabyte of errors.
+export const MAX_ISSUES = 100;
 
 // Answers given before any route runs: by the HTTP server while a request is still arriving, or
 // while the server shuts down. The error plugin renders them in the family's shape when the URL

@@ -2,6 +2,7 @@
 // and generate the OpenAPI description. Response schemas document only; replies are written with
 // JSON.stringify or, for the list, as JSON text that PostgreSQL built.
 import { z } from 'zod';
+import { MAX_ISSUES } from '../errors.js';
 import { MAX_AMOUNT, isActiveCurrency } from './billing.js';
 import { sessionPayments } from './payments-schema.js';
 
@@ -38,6 +39,8 @@ function parseSessionIds(raw: string, ctx: z.RefinementCtx<string>): string[] {
   }
   const entries = raw.split(',').map((entry) => entry.trim());
   entries.forEach((entry, i) => {
+    // Only the first MAX_ISSUES issues are ever rendered; building more only costs time.
+    if (ctx.issues.length >= MAX_ISSUES) return;
     if (entry === '') {
       ctx.addIssue({ code: 'too_small', origin: 'string', minimum: 1, inclusive: true, input: entry, path: [i], message: 'session ID must not be blank' });
     } else if (exceedsIdLength(entry)) {

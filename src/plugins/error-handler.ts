@@ -7,6 +7,7 @@ import {
   AppError,
   EarlyError,
   HeadersTooLargeError,
+  MAX_ISSUES,
   MalformedRequestError,
   RequestTimeoutError,
   RequestValidationError,
@@ -57,6 +58,43 @@ function describeIssue(issue: ValidationIssue): string {
   return `${where}: ${issue.message}`;
 }
 
+// What one error body may carry (contract §9: at most MAX_ISSUES issues, a 400 under 20 KB),
+// whatever produced the issues: messages and keys can echo input (an unknown key of 60 KB), and
+// JSON may escape one character into six bytes, so the issues also stop at a byte budget.
+const MAX_TEXT = 200;
+const MAX_KEY = 64;
+const MAX_PATH = 16;
+const ISSUES_BUDGET_BYTES = 16 * 1024;
+
+function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  // Never end on half of a surrogate pair: it would be sent as U+FFFD.
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(max - 2)) ? max - 2 : max - 1;
+  return `${text.slice(0, end)}…`;
+}
+
+function boundIssues(issues: ValidationIssue[]): ValidationIssue[] {
+  const bounded: ValidationIssue[] = [];
+  let bytes = 0;
+  for (const issue of issues.slice(0, MAX_ISSUES)) {
+    const b: ValidationIssue = {
+      code: cut(issue.code, MAX_KEY),
+      message: cut(issue.message, MAX_TEXT),
+      path: issue.path.slice(0, MAX_PATH).map((p) => (typeof p === 'string' ? cut(p, MAX_KEY) : p)),
+    };
+    bytes += Buffer.byteLength(JSON.stringify(b)) + 1;
+    if (bytes > ISSUES_BUDGET_BYTES && bounded.length > 0) break;
+    bounded.push(b);
+  }
+  return bounded;
+}
+
+// The asset-management 400 names every listed problem in its message.
+function describeIssues(issues: ValidationIssue[], more: boolean): string {
+  const text = issues.map(describeIssue).join('; ');
+  return more ? `${text}; further problems not listed` : text;
+}
+
 // Fastify's own 4xx (body parsing, content type, size) become 400s: clients get one shape per status.
 function fromFastifyError(error: FastifyError): Rendered | null {
   const status = error.statusCode;
@@ -70,18 +108,21 @@ function fromFastifyError(error: FastifyError): Rendered | null {
   };
   const message =
     messages[error.code] ?? (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH' ? 'Request body is not valid JSON' : error.message);
-  return { status: 400, message, issues: [{ code: 'custom', message, path: [] }] };
+  const bounded = cut(message, MAX_TEXT);
+  return { status: 400, message: bounded, issues: [{ code: 'custom', message: bounded, path: [] }] };
 }
 
 function render(error: unknown): Rendered {
   if (error instanceof RequestValidationError) {
-    const issues = error.issues;
-    return { status: 400, message: issues.map(describeIssue).join('; '), code: 'INVALID_REQUEST_PARAMETERS', issues };
+    const issues = boundIssues(error.issues);
+    const message = describeIssues(issues, error.zodError.issues.length > issues.length);
+    return { status: 400, message, code: 'INVALID_REQUEST_PARAMETERS', issues };
   }
   if (error instanceof AppError) {
     const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, conflict: 409 }[error.kind];
-    const message = error.kind === 'bad_request' && error.issues?.length ? error.issues.map(describeIssue).join('; ') : error.message;
-    return { status, message, code: error.code, issues: error.issues };
+    const issues = error.issues && boundIssues(error.issues);
+    const message = error.kind === 'bad_request' && issues?.length ? describeIssues(issues, error.issues!.length > issues.length) : error.message;
+    return { status, message, code: error.code, issues };
   }
   if (error instanceof EarlyError) return { status: error.status, message: error.message, code: error.code };
   const fastifyError = fromFastifyError(error as FastifyError);
@@ -98,7 +139,10 @@ function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
     const oauth = error instanceof OAuthError ? error : [500, 429, 408, 503].includes(r.status) ? null : new OAuthError('invalid_request', r.message);
     if (oauth) {
       if (oauth.statusCode === 401) reply.header('www-authenticate', oauth.basicChallenge ? 'Basic realm="oauth"' : 'Bearer');
-      return reply.code(oauth.statusCode).header('cache-control', 'no-store').send({ error: oauth.error, error_description: oauth.description });
+      return reply
+        .code(oauth.statusCode)
+        .header('cache-control', 'no-store')
+        .send({ error: oauth.error, error_description: cut(oauth.description, 1000) });
     }
   }
 
