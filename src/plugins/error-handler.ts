@@ -233,7 +233,7 @@ export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: 
         ? new HeadersTooLargeError()
         : new MalformedRequestError();
   const url = pending ? pending.req.url ?? null : null;
-  this.log.info({ statusCode: error.status, url: url === null ? undefined : redactUrl(url), reason: err.code }, 'request ended before it arrived');
+  this.log.info({ statusCode: error.status, url: url === null ? undefined : redactUrl(url), reason: err.code }, 'request answered before routing');
   // Bytes of an answer already on the wire must not be followed by a second status line.
   if (socket.writable && !pending?.answered()) socket.write(renderForSocket(url, error, this.log));
   socket.destroy();

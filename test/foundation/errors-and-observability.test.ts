@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/auth/clients-service.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
@@ -338,6 +339,20 @@ describe('bounded 400s', () => {
       expect(res.rawPayload.length).toBeLessThan(MAX_BODY_BYTES);
     }
     expect(payments.json()).toMatchObject({ success: false, error: { name: 'ZodError', issues: [{ code: 'unrecognized_keys', path: [] }] } });
+  });
+
+  it('stays under 20 KB for any unknown keys, control and astral characters included', async () => {
+    const keys = fc.dictionary(fc.string({ unit: 'binary', minLength: 1000, maxLength: 2500 }), fc.constant(0), { minKeys: 1, maxKeys: 6 });
+    await fc.assert(
+      fc.asyncProperty(keys, fc.constantFrom(RECORD_URL, '/asset-management/v1/charging-station-models'), async (extra, url) => {
+        const body = url === RECORD_URL ? paymentBody() : modelBody();
+        const authorization = url === RECORD_URL ? writer(t) : t.bearer(MODEL_ADMIN);
+        const res = await t.app.inject({ method: 'POST', url, headers: { authorization }, payload: { ...body, ...extra } });
+        expect(res.statusCode).toBe(400);
+        expect(res.rawPayload.length).toBeLessThan(MAX_BODY_BYTES);
+      }),
+      { numRuns: 40 },
+    );
   });
 
   it('keeps the token endpoint error under 20 KB when it echoes a huge field', async () => {

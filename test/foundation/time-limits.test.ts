@@ -192,11 +192,14 @@ describe('requests that do not arrive in time (listening server)', () => {
     expect(answer!.body).toEqual({ message: expect.any(String) });
   });
 
-  it('answers a URL that does not decode in the family shape', async () => {
-    const authorization = t.bearer({ scopes: ['read:sessionpayment'] });
-    const res = await t.app.inject({ url: '/payments/v1/session-payments/%E0%A4%A', headers: { authorization } });
-    expect(res.statusCode).toBe(400);
-    expect(res.json()).toMatchObject({ success: false, error: { name: 'ZodError', issues: [{ code: 'custom', path: [] }] } });
+  it('answers a URL that does not decode, or an over-long path parameter, with 400 in the family shape', async () => {
+    const authorization = t.bearer({ scopes: ['read:sessionpayment', 'read:asset'] });
+    const undecodable = await t.app.inject({ url: '/payments/v1/session-payments/%E0%A4%A', headers: { authorization } });
+    expect(undecodable.statusCode).toBe(400);
+    expect(undecodable.json()).toMatchObject({ success: false, error: { name: 'ZodError', issues: [{ code: 'custom', path: [] }] } });
+    const overLong = await t.app.inject({ url: `/asset-management/v1/assets/${'a'.repeat(600)}`, headers: { authorization } });
+    expect(overLong.statusCode).toBe(400);
+    expect(overLong.json()).toEqual({ type: 'BAD_REQUEST', code: 'INVALID_REQUEST_PARAMETERS', message: expect.any(String) });
   });
 });
 
