@@ -105,7 +105,8 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
     // The limit bounds the arrival of headers and body only: Node stops timing a request once its
     // body is complete, so a handler may take longer (a change-password waiting for its station).
-    // No socket idle timeout (connectionTimeout) for that reason.
+    // No socket idle timeout (connectionTimeout) for that reason. Fastify assigns its own values
+    // after Node's constructor, which checks headersTimeout ≤ requestTimeout: both carry them.
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     http: {
