@@ -17,7 +17,7 @@ import { ensureSigningKey } from './auth/signing-keys-service.js';
 import { createTokenService, type TokenService } from './auth/token-service.js';
 import { oauthRoutes } from './auth/oauth-routes.js';
 import { createRevocationList, type RevocationList } from './auth/revocation-list.js';
-import errorHandler from './plugins/error-handler.js';
+import errorHandler, { clientErrorHandler, frameworkErrors } from './plugins/error-handler.js';
 import observability from './plugins/observability.js';
 import openapi from './plugins/openapi.js';
 import { paymentsRoutes } from './payments/payments-routes.js';
@@ -49,6 +49,13 @@ declare module 'fastify' {
 }
 
 export const BODY_LIMIT = 64 * 1024;
+
+// Idle kept-alive sockets are closed after this; a load balancer in front should drop its idle
+// upstream connections sooner (or retry a request its reuse of a closing socket fails).
+export const KEEP_ALIVE_TIMEOUT_MS = 5000;
+// How often Node looks for requests past REQUEST_TIMEOUT_MS (its default is 30 s): a request
+// that has not arrived is ended within this long after the limit.
+const CONNECTIONS_CHECKING_INTERVAL_MS = 1000;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -100,6 +107,22 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     // Long enough for any id the API accepts (128 characters), so over-long ids reach validation
     // and get the family's 400 instead of an unmatched-route 404.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
+    // The limit bounds the arrival of headers and body only: Node stops timing a request once its
+    // body is complete, so a handler may take longer (a change-password waiting for its station).
+    // No socket idle timeout (connectionTimeout) for that reason. Fastify assigns its own values
+    // after Node's constructor, which checks headersTimeout ≤ requestTimeout: both carry them.
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      headersTimeout: config.requestTimeoutMs,
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+    },
+    clientErrorHandler,
+    frameworkErrors,
+    // The error plugin answers requests that arrive while closing, in the family's shape.
+    return503OnClosing: false,
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(zodValidatorCompiler);

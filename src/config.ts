@@ -36,6 +36,7 @@ const envSchema = z.object({
   RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).default(60),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -69,6 +70,8 @@ export interface AppConfig {
   ocppMinSecurityProfile: 1 | 2 | 3;
   rateLimit: { max: number; windowSeconds: number; redisUrl?: string | undefined };
   shutdownTimeoutMs: number;
+  // Longest time for a request's headers and body to arrive (never bounds a handler's work).
+  requestTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -118,5 +121,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     ocppMinSecurityProfile: e.OCPP_MIN_SECURITY_PROFILE as 1 | 2 | 3,
     rateLimit: { max: e.RATE_LIMIT_MAX, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, redisUrl: e.REDIS_URL },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
   };
 }

@@ -74,11 +74,56 @@ export class RequestValidationError extends Error {
     this.name = 'RequestValidationError';
   }
 
+  // Only the first MAX_ISSUES are ever rendered, so only those are converted.
   get issues(): ValidationIssue[] {
-    return this.zodError.issues.map((i) => ({
+    return this.zodError.issues.slice(0, MAX_ISSUES).map((i) => ({
       code: i.code,
       message: i.message,
       path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)),
     }));
+  }
+}
+
+// A 400 lists at most this many issues (the first found): a short malformed request must not be
+// able to ask for a megabyte of errors.
+export const MAX_ISSUES = 100;
+
+// Answers given before any route runs: by the HTTP server while a request is still arriving, or
+// while the server shuts down. The error plugin renders them in the family's shape when the URL
+// has arrived, as `{ message }` otherwise.
+export class EarlyError extends Error {
+  constructor(
+    readonly status: 400 | 408 | 431,
+    // asset-management family error code; the payments family derives its code from the status
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EarlyError';
+  }
+}
+
+export class RequestTimeoutError extends EarlyError {
+  constructor(limitMs: number) {
+    super(408, 'REQUEST_TIMEOUT', `The request did not arrive within ${limitMs} ms`);
+  }
+}
+
+export class HeadersTooLargeError extends EarlyError {
+  constructor() {
+    super(431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'Request headers are too large');
+  }
+}
+
+export class MalformedRequestError extends EarlyError {
+  constructor() {
+    super(400, 'INVALID_REQUEST_PARAMETERS', 'Malformed HTTP request');
+  }
+}
+
+// A 503 like a database outage: the same bodies, Retry-After and RFC 6749 error at /oauth.
+export class ShuttingDownError extends ServiceUnavailableError {
+  constructor() {
+    super('The server is shutting down; retry the request', { code: 'SHUTTING_DOWN' });
   }
 }

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
+import { DrizzleQueryError } from 'drizzle-orm/errors';
 import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -265,6 +266,29 @@ export function classifyDatabaseError(error: unknown): ServiceUnavailableError |
     }
   }
   return null;
+}
+
+// What a failed query may put in a log line. drizzle's wrapper lists the query's parameters in
+// its message (a password hash, a client's network), and the driver's error carries them too
+// (`params`), as do its `detail` (Key (x)=(value)) and the quoted input in its message: a line
+// keeps the SQL text, the SQLSTATE and where the server raised it, with quoted values masked.
+export function loggableError(error: unknown): unknown {
+  if (error instanceof DrizzleQueryError) return { type: 'DrizzleQueryError', query: error.query, cause: loggableError(error.cause) };
+  const driver = findPgError(error);
+  if (driver && driver === error) {
+    const e = error as { name?: unknown; message?: unknown; severity?: unknown; constraint?: unknown; table?: unknown; column?: unknown; routine?: unknown };
+    return {
+      type: typeof e.name === 'string' ? e.name : 'DatabaseError',
+      code: driver.code,
+      message: typeof e.message === 'string' ? e.message.replace(/"[^"]*"/g, '"…"') : undefined,
+      severity: e.severity,
+      constraint: e.constraint,
+      table: e.table,
+      column: e.column,
+      routine: e.routine,
+    };
+  }
+  return error;
 }
 
 export { sql };

@@ -2,6 +2,7 @@
 // and generate the OpenAPI description. Response schemas document only; a payment is answered as
 // the JSON text PostgreSQL rendered when its row was written, errors with JSON.stringify.
 import { z } from 'zod';
+import { MAX_ISSUES } from '../errors.js';
 import { identifierSchema } from '../identifier-schemas.js';
 import { LISTED_ID, MAX_ID_LENGTH, UNLISTED_ID, exceedsIdLength, splitList } from '../identifiers.js';
 import { MAX_AMOUNT, isActiveCurrency } from './billing.js';
@@ -28,6 +29,8 @@ function parseSessionIds(raw: string, ctx: z.RefinementCtx<string>): string[] {
   }
   const entries = splitList(raw);
   entries.forEach((entry, i) => {
+    // Only the first MAX_ISSUES issues are ever rendered; building more only costs time.
+    if (ctx.issues.length >= MAX_ISSUES) return;
     if (entry === '') {
       ctx.addIssue({ code: 'too_small', origin: 'string', minimum: 1, inclusive: true, input: entry, path: [i], message: 'session ID must not be blank' });
     } else if (exceedsIdLength(entry)) {

@@ -1,13 +1,28 @@
+import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import fp from 'fastify-plugin';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, RequestValidationError, ServiceUnavailableError, type ValidationIssue } from '../errors.js';
+import {
+  AppError,
+  EarlyError,
+  HeadersTooLargeError,
+  MAX_ISSUES,
+  MalformedRequestError,
+  RequestTimeoutError,
+  RequestValidationError,
+  ServiceUnavailableError,
+  ShuttingDownError,
+  type ValidationIssue,
+} from '../errors.js';
 import { OAuthError } from '../auth/oauth-error.js';
-import { classifyDatabaseError } from '../db/database.js';
+import { redactUrl } from './observability.js';
+import { classifyDatabaseError, loggableError } from '../db/database.js';
 
 type Family = 'payments' | 'asset-management' | 'oauth' | 'plain';
 
 // The family follows the API a request addressed, so one status always has one body shape there.
-function familyOf(request: FastifyRequest): Family {
+function familyOf(request: Pick<FastifyRequest, 'url'>): Family {
   const url = request.url;
   if (url.startsWith('/payments/')) return 'payments';
   if (url.startsWith('/asset-management/')) return 'asset-management';
@@ -20,6 +35,7 @@ const ASSET_TYPES: Record<number, string> = {
   404: 'NOT_FOUND',
   409: 'CONFLICT',
   500: 'INTERNAL_ERROR',
+  408: 'REQUEST_TIMEOUT',
   503: 'SERVICE_UNAVAILABLE',
 };
 
@@ -28,6 +44,7 @@ const PAYMENT_CODES: Record<number, string> = {
   404: 'NOT_FOUND',
   409: 'CONFLICT',
   500: 'INTERNAL_SERVER_ERROR',
+  408: 'REQUEST_TIMEOUT',
   503: 'SERVICE_UNAVAILABLE',
 };
 
@@ -43,6 +60,43 @@ function describeIssue(issue: ValidationIssue): string {
   return `${where}: ${issue.message}`;
 }
 
+// What one error body may carry (contract §9: at most MAX_ISSUES issues, a 400 under 20 KB),
+// whatever produced the issues: messages and keys can echo input (an unknown key of 60 KB), and
+// JSON may escape one character into six bytes, so the issues also stop at a byte budget.
+const MAX_TEXT = 200;
+const MAX_KEY = 64;
+const MAX_PATH = 16;
+const ISSUES_BUDGET_BYTES = 16 * 1024;
+
+function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  // Never end on half of a surrogate pair: it would be sent as U+FFFD.
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(max - 2)) ? max - 2 : max - 1;
+  return `${text.slice(0, end)}…`;
+}
+
+function boundIssues(issues: ValidationIssue[]): ValidationIssue[] {
+  const bounded: ValidationIssue[] = [];
+  let bytes = 0;
+  for (const issue of issues.slice(0, MAX_ISSUES)) {
+    const b: ValidationIssue = {
+      code: cut(issue.code, MAX_KEY),
+      message: cut(issue.message, MAX_TEXT),
+      path: issue.path.slice(0, MAX_PATH).map((p) => (typeof p === 'string' ? cut(p, MAX_KEY) : p)),
+    };
+    bytes += Buffer.byteLength(JSON.stringify(b)) + 1;
+    if (bytes > ISSUES_BUDGET_BYTES && bounded.length > 0) break;
+    bounded.push(b);
+  }
+  return bounded;
+}
+
+// The asset-management 400 names every listed problem in its message.
+function describeIssues(issues: ValidationIssue[], more: boolean): string {
+  const text = issues.map(describeIssue).join('; ');
+  return more ? `${text}; further problems not listed` : text;
+}
+
 // Fastify's own 4xx (body parsing, content type, size) become 400s: clients get one shape per status.
 function fromFastifyError(error: FastifyError): Rendered | null {
   const status = error.statusCode;
@@ -56,19 +110,23 @@ function fromFastifyError(error: FastifyError): Rendered | null {
   };
   const message =
     messages[error.code] ?? (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH' ? 'Request body is not valid JSON' : error.message);
-  return { status: 400, message, issues: [{ code: 'custom', message, path: [] }] };
+  const bounded = cut(message, MAX_TEXT);
+  return { status: 400, message: bounded, issues: [{ code: 'custom', message: bounded, path: [] }] };
 }
 
 function render(error: unknown): Rendered {
   if (error instanceof RequestValidationError) {
-    const issues = error.issues;
-    return { status: 400, message: issues.map(describeIssue).join('; '), code: 'INVALID_REQUEST_PARAMETERS', issues };
+    const issues = boundIssues(error.issues);
+    const message = describeIssues(issues, error.zodError.issues.length > issues.length);
+    return { status: 400, message, code: 'INVALID_REQUEST_PARAMETERS', issues };
   }
   if (error instanceof AppError) {
     const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, conflict: 409, service_unavailable: 503 }[error.kind];
-    const message = error.kind === 'bad_request' && error.issues?.length ? error.issues.map(describeIssue).join('; ') : error.message;
-    return { status, message, code: error.code, issues: error.issues };
+    const issues = error.issues && boundIssues(error.issues);
+    const message = error.kind === 'bad_request' && issues?.length ? describeIssues(issues, error.issues!.length > issues.length) : error.message;
+    return { status, message, code: error.code, issues };
   }
+  if (error instanceof EarlyError) return { status: error.status, message: error.message, code: error.code };
   const fastifyError = fromFastifyError(error as FastifyError);
   if (fastifyError) return fastifyError;
   return { status: 500, message: 'Internal server error' };
@@ -78,7 +136,7 @@ function render(error: unknown): Rendered {
 // temporarily_unavailable for the token endpoint), logged without drizzle's wrapper, whose message
 // carries the query's parameters.
 function sendUnavailable(request: FastifyRequest, reply: FastifyReply, family: Family, error: ServiceUnavailableError) {
-  request.log.warn({ err: error.cause ?? error }, 'request failed: service unavailable');
+  request.log.warn({ err: loggableError(error.cause ?? error) }, 'request failed: service unavailable');
   reply.code(503).header('retry-after', String(error.retryAfterSeconds));
   if (family === 'oauth') {
     return reply.header('cache-control', 'no-store').send({ error: 'temporarily_unavailable', error_description: error.message });
@@ -94,16 +152,20 @@ function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   if (unavailable) return sendUnavailable(request, reply, family, unavailable);
   const r = render(error);
   if (error instanceof OAuthError || family === 'oauth') {
-    // 500 and 429 keep their own status (a throttled token request is not an invalid_request).
-    const oauth = error instanceof OAuthError ? error : [500, 429].includes(r.status) ? null : new OAuthError('invalid_request', r.message);
+    // RFC 6749 §5.2 names bodies for 400 and 401 only: 408, 429 and 500 keep their own status and
+    // the { message } body (a throttled token request is not an invalid_request).
+    const oauth = error instanceof OAuthError ? error : [500, 429, 408].includes(r.status) ? null : new OAuthError('invalid_request', r.message);
     if (oauth) {
       if (oauth.statusCode === 401) reply.header('www-authenticate', oauth.basicChallenge ? 'Basic realm="oauth"' : 'Bearer');
-      return reply.code(oauth.statusCode).header('cache-control', 'no-store').send({ error: oauth.error, error_description: oauth.description });
+      return reply
+        .code(oauth.statusCode)
+        .header('cache-control', 'no-store')
+        .send({ error: oauth.error, error_description: cut(oauth.description, 1000) });
     }
   }
 
   if (r.status === 500) {
-    request.log.error({ err: error }, 'request failed');
+    request.log.error({ err: loggableError(error) }, 'request failed');
   }
   if (r.status === 401) {
     // The contract asks for error="invalid_token" on every 401, a missing token included.
@@ -111,7 +173,7 @@ function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   }
   reply.code(r.status);
 
-  if (r.status === 401 || r.status === 429) return reply.send({ message: r.message });
+  if (r.status === 401 || r.status === 429 || r.status === 431) return reply.send({ message: r.message });
   if (family === 'payments') {
     if (r.status === 400) {
       return reply.send({
@@ -133,10 +195,85 @@ function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   return reply.send({ message: r.message });
 }
 
+// Fastify's own early answers (a URL that does not decode, an over-long path parameter) take
+// the same shapes as every other error.
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  return send(request, reply, error);
+}
+
+// The request whose headers last arrived on each socket: when the HTTP server gives up on a
+// socket, this tells whether the URL (hence the family) is known and the answer still unsent.
+const arrived = new WeakMap<Socket, { req: IncomingMessage; answered: () => boolean }>();
+
+// Renders an error through send() for a socket that has no Fastify reply, as HTTP/1.1 text.
+function renderForSocket(url: string | null, error: EarlyError, log: FastifyInstance['log']): string {
+  let status = 500;
+  const headers: Record<string, string> = {};
+  let body = '';
+  const reply = {
+    code(code: number) {
+      status = code;
+      return reply;
+    },
+    header(name: string, value: string) {
+      headers[name.toLowerCase()] = value;
+      return reply;
+    },
+    send(payload: unknown) {
+      body = JSON.stringify(payload);
+      return reply;
+    },
+  };
+  send({ url: url ?? '', log } as FastifyRequest, reply as unknown as FastifyReply, error);
+  const lines = [
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`,
+    'content-type: application/json; charset=utf-8',
+    `content-length: ${Buffer.byteLength(body)}`,
+    'connection: close',
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+  ];
+  return `${lines.join('\r\n')}\r\n\r\n${body}`;
+}
+
+// Node's 'clientError': the request did not arrive within REQUEST_TIMEOUT_MS (408), its headers
+// overflowed (431), or it is not HTTP (400). Routine client behaviour, so logged at info without
+// a stack. Bound to the Fastify instance.
+export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: string }, socket: Socket) {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const current = arrived.get(socket);
+  // A request whose body is still arriving has a URL; otherwise its headers have not all come.
+  const pending = current && !current.req.complete ? current : null;
+  const error =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new RequestTimeoutError(this.server.requestTimeout)
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? new HeadersTooLargeError()
+        : new MalformedRequestError();
+  const url = pending ? pending.req.url ?? null : null;
+  this.log.info({ statusCode: error.status, url: url === null ? undefined : redactUrl(url), reason: err.code }, 'request answered before routing');
+  // Bytes of an answer already on the wire must not be followed by a second status line.
+  if (socket.writable && !pending?.answered()) socket.write(renderForSocket(url, error, this.log));
+  socket.destroy();
+}
+
 async function errorHandlerPlugin(app: FastifyInstance) {
   app.setErrorHandler((error, request, reply) => send(request, reply, error));
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send({ message: `Route ${request.method} ${request.url.split('?')[0]} not found` });
+  });
+
+  app.server.on('request', (req: IncomingMessage, res: { headersSent: boolean }) => {
+    arrived.set(req.socket, { req, answered: () => res.headersSent });
+  });
+
+  // Requests that reach the server while it closes (on kept-alive connections) get the family's
+  // 503; Fastify's own answer (return503OnClosing) has a shape of its own and is turned off.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async () => {
+    if (closing) throw new ShuttingDownError();
   });
 }
 

@@ -1,7 +1,12 @@
+import fc from 'fast-check';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/auth/clients-service.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
 import { createTestDatabase } from '../helpers/test-database.js';
+import { MODEL_ADMIN, modelBody } from '../helpers/asset-factory.js';
+import { RECORD_URL, listPayments, paymentBody, writer } from '../helpers/payments-factory.js';
+import { createTestApp, type TestApp } from '../helpers/test-app.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -276,6 +281,119 @@ describe('rate limiting', () => {
       expect(res.statusCode).toBe(429);
       expect(Object.keys(res.json() as object)).toEqual(['message']);
       expect(res.headers['retry-after']).toBeDefined();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+// Contract §9: a 400 lists at most 100 issues (the first found) and its body stays under 20 KB.
+describe('bounded 400s', () => {
+  const MAX_BODY_BYTES = 20 * 1024;
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('lists the first 100 issues of a session list with 10,000 blank entries', async () => {
+    const res = await listPayments(t, `sessionIds=a${','.repeat(10_000)}`);
+    expect(res.statusCode).toBe(400);
+    expect(res.rawPayload.length).toBeLessThan(MAX_BODY_BYTES);
+    const issues = (res.json() as { error: { issues: { code: string; path: unknown[] }[] } }).error.issues;
+    expect(issues).toHaveLength(100);
+    expect(issues[0]).toMatchObject({ code: 'too_small', path: ['sessionIds', 1] });
+    expect(issues[99]).toMatchObject({ code: 'too_small', path: ['sessionIds', 100] });
+  });
+
+  it('keeps an asset-management 400 with thousands of problems under 20 KB, naming the first', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/asset-management/v1/charging-station-models',
+      headers: { authorization: t.bearer(MODEL_ADMIN) },
+      // 32 connectors (the most allowed), each missing every field and carrying 100 unknown keys
+      payload: modelBody({
+        connectors: Array.from({ length: 32 }, () => Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`unknown${i}`, 0]))),
+      }),
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.rawPayload.length).toBeLessThan(MAX_BODY_BYTES);
+    const body = res.json() as { type: string; code: string; message: string };
+    expect(body).toMatchObject({ type: 'BAD_REQUEST', code: 'INVALID_REQUEST_PARAMETERS' });
+    expect(body.message.startsWith('connectors.0')).toBe(true);
+  });
+
+  it('keeps a 400 for a 60 KB unknown key under 20 KB in both families', async () => {
+    const key = 'k'.repeat(60_000);
+    const payments = await t.app.inject({ method: 'POST', url: RECORD_URL, headers: { authorization: writer(t) }, payload: { ...paymentBody(), [key]: 1 } });
+    const assets = await t.app.inject({
+      method: 'POST',
+      url: '/asset-management/v1/charging-station-models',
+      headers: { authorization: t.bearer(MODEL_ADMIN) },
+      payload: { ...modelBody(), [key]: 1 },
+    });
+    for (const res of [payments, assets]) {
+      expect(res.statusCode).toBe(400);
+      expect(res.rawPayload.length).toBeLessThan(MAX_BODY_BYTES);
+    }
+    expect(payments.json()).toMatchObject({ success: false, error: { name: 'ZodError', issues: [{ code: 'unrecognized_keys', path: [] }] } });
+  });
+
+  it('stays under 20 KB for any unknown keys, control and astral characters included', async () => {
+    const keys = fc.dictionary(fc.string({ unit: 'binary', minLength: 1000, maxLength: 2500 }), fc.constant(0), { minKeys: 1, maxKeys: 6 });
+    await fc.assert(
+      fc.asyncProperty(keys, fc.constantFrom(RECORD_URL, '/asset-management/v1/charging-station-models'), async (extra, url) => {
+        const body = url === RECORD_URL ? paymentBody() : modelBody();
+        const authorization = url === RECORD_URL ? writer(t) : t.bearer(MODEL_ADMIN);
+        const res = await t.app.inject({ method: 'POST', url, headers: { authorization }, payload: { ...body, ...extra } });
+        expect(res.statusCode).toBe(400);
+        expect(res.rawPayload.length).toBeLessThan(MAX_BODY_BYTES);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('keeps the token endpoint error under 20 KB when it echoes a huge field', async () => {
+    const client = await createClient(t.database.db, { name: 'bounded-400', scopes: ['read:sessionpayment'] });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { 'content-type': 'application/json' },
+      payload: { grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret, scope: '\u0001'.repeat(4000) },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.rawPayload.length).toBeLessThan(MAX_BODY_BYTES);
+    expect(Object.keys(res.json() as object)).toEqual(['error', 'error_description']);
+  });
+});
+
+describe('a 500 from a failed SQL statement', () => {
+  const FAILING = '/payments/v1/_failing-query';
+  const SECRET = 'scrypt$N=32768,r=8,p=1$c2VjcmV0LXNhbHQ$c2VjcmV0LWtleQ';
+
+  it('answers the generic body and logs the SQLSTATE and SQL text, never the query parameters', async () => {
+    const t = await createTestApp({
+      captureLogs: true,
+      routes: (app) => {
+        app.get(FAILING, { config: { public: true } }, async () => {
+          // a bug-class error (22P02: not an integer), with a secret among the parameters
+          await app.services.database.db.execute(sql`select ${SECRET}::int`);
+          return {};
+        });
+      },
+    });
+    try {
+      const res = await t.app.inject({ url: FAILING });
+      expect(res.statusCode).toBe(500);
+      expect(res.json()).toEqual({ code: 'INTERNAL_SERVER_ERROR', message: 'Internal server error', status: 500 });
+      const lines = t.logLines().filter((l) => l.includes('request failed'));
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain('22P02');
+      expect(lines[0]).toContain('::int');
+      expect(t.logLines().join('\n')).not.toContain('c2VjcmV0');
     } finally {
       await t.close();
     }
