@@ -2,6 +2,7 @@ import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ShuttingDownError } from '../../src/errors.js';
 import { requireScope } from '../../src/auth/auth-plugin.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
@@ -256,5 +257,28 @@ describe('requests that arrive while the server closes', () => {
     expect(assetAnswers!.map((a) => a.status)).toEqual([200, 503]);
     expect(assetAnswers![1]!.headers['retry-after']).toMatch(/^\d+$/);
     expect(assetAnswers![1]!.body).toEqual({ type: 'SERVICE_UNAVAILABLE', code: 'SHUTTING_DOWN', message: expect.any(String) });
+  });
+});
+
+describe('a 503 at the token endpoint', () => {
+  it('is RFC 6749 temporarily_unavailable with Retry-After, for a closing server as for an unavailable database', async () => {
+    const probe = '/oauth/_closing-probe';
+    const t = await createTestApp({
+      routes: (app) => {
+        // what the onRequest hook throws for a request that reaches a closing server
+        app.post(probe, { config: { public: true } }, async () => {
+          throw new ShuttingDownError();
+        });
+      },
+    });
+    try {
+      const res = await t.app.inject({ method: 'POST', url: probe });
+      expect(res.statusCode).toBe(503);
+      expect(res.headers['retry-after']).toBe('1');
+      expect(res.headers['cache-control']).toBe('no-store');
+      expect(res.json()).toEqual({ error: 'temporarily_unavailable', error_description: expect.any(String) });
+    } finally {
+      await t.close();
+    }
   });
 });
