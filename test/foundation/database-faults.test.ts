@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { classifyDatabaseError } from '../../src/db/database.js';
@@ -8,8 +7,8 @@ import { ConflictError, ServiceUnavailableError, UnauthorizedError } from '../..
 import { freePort } from '../helpers/probe-app.js';
 import { paymentBody } from '../helpers/payments-factory.js';
 import { createServerDatabase } from '../helpers/test-database.js';
+import { ROOT, killProcess, waitUntilHealthy } from '../helpers/service-process.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 // What drizzle hands the service: its own error, with the driver's error as `cause`.
 function wrapped(driverError: Error): Error {
@@ -125,20 +124,6 @@ async function call(base: string, path: string, init: { method?: string; token?:
   return { status: res.status, body: parsed, headers: res.headers };
 }
 
-async function waitUntilListening(base: string, child: ChildProcess): Promise<void> {
-  // Generous upper bound for a cold tsx compile and the migrations; a safety net, not a speed check.
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`server exited early with ${child.exitCode}`);
-    try {
-      if ((await call(base, '/healthz')).status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(100);
-  }
-  throw new Error('server did not start listening');
-}
 
 const PAYMENTS_5XX_KEYS = ['code', 'message', 'status'];
 const ASSETS_5XX_KEYS = ['type', 'code', 'message'];
@@ -151,11 +136,7 @@ onServer?.('a lost database connection (PostgreSQL)', () => {
   let dropDatabase: (() => Promise<void>) | undefined;
 
   afterAll(async () => {
-    if (child && child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child!.once('exit', resolve));
-      child.kill('SIGKILL');
-      await exited;
-    }
+    await killProcess(child);
     await dropDatabase?.();
   });
 
@@ -184,7 +165,7 @@ onServer?.('a lost database connection (PostgreSQL)', () => {
       let stderr = '';
       child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
       child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      await waitUntilListening(base, child);
+      await waitUntilHealthy(async () => (await call(base, '/healthz')).status, child);
 
       // The bootstrap admin client, printed once by the server at its first start.
       const clientId = /client_id:\s+(\S+)/.exec(stdout)?.[1];

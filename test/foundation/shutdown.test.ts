@@ -1,11 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/probe-app.js';
+import { ROOT, waitUntilHealthy } from '../helpers/service-process.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 interface HttpResult {
   status: number;
@@ -27,20 +26,6 @@ function get(port: number, path: string): Promise<HttpResult> {
   });
 }
 
-async function waitUntilListening(port: number, child: ChildProcess): Promise<void> {
-  // Generous upper bound for a cold tsx compile + PGlite start; a safety net, not a speed check.
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`server exited early with ${child.exitCode}`);
-    try {
-      if ((await get(port, '/healthz')).status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(100);
-  }
-  throw new Error('server did not start listening');
-}
 
 describe('graceful shutdown (SIGTERM)', () => {
   let child: ChildProcess | undefined;
@@ -70,7 +55,7 @@ describe('graceful shutdown (SIGTERM)', () => {
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child!.on('exit', (c, s) => resolve([c, s])));
 
-    await waitUntilListening(port, child);
+    await waitUntilHealthy(async () => (await get(port, '/healthz')).status, child);
     expect(stdout).toContain('listening on');
 
     const slow = get(port, '/slow');

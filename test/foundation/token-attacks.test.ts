@@ -7,10 +7,10 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { toPrincipal } from '../../src/auth/auth-plugin.js';
 import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from '../../src/auth/key-resolver.js';
-import type { Db } from '../../src/db/database.js';
 import { UnauthorizedError } from '../../src/errors.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
 import { createTestDatabase } from '../helpers/test-database.js';
+import { countingDb } from '../helpers/counting-db.js';
 
 const b64url = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 const now = () => Math.floor(Date.now() / 1000);
@@ -315,23 +315,6 @@ describe('database key resolver', () => {
     await t.close();
   });
 
-  // Counts key loads: listVerificationKeys is one db.select() per load.
-  function countingDb(db: Db) {
-    const counter = { selects: 0 };
-    const proxy = new Proxy(db, {
-      get(target, prop, receiver) {
-        const value = Reflect.get(target, prop, receiver) as unknown;
-        if (prop === 'select' && typeof value === 'function') {
-          return (...args: unknown[]) => {
-            counter.selects++;
-            return (value as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        }
-        return value;
-      },
-    });
-    return { db: proxy, counter };
-  }
 
   it('does not reload the keys for every unknown kid', async () => {
     const { kid } = await t.signingKey();

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, revokeClient, type CreatedClient } from '../../src/auth/clients-service.js';
 import { createRevocationList } from '../../src/auth/revocation-list.js';
 import { loadConfig } from '../../src/config.js';
-import { openDatabase, sql, type Database, type Db } from '../../src/db/database.js';
+import { openDatabase, sql, type Database } from '../../src/db/database.js';
+import { countingDb } from '../helpers/counting-db.js';
 import { LIST_URL } from '../helpers/payments-factory.js';
 import { PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
@@ -31,23 +32,6 @@ function expectPayments401(res: LightMyRequestResponse) {
   expect(res.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token"/);
 }
 
-// Counts queries: listRevokedClientIds is one db.select() per refresh.
-function countingDb(db: Db) {
-  const counter = { selects: 0 };
-  const proxy = new Proxy(db, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (prop === 'select' && typeof value === 'function') {
-        return (...args: unknown[]) => {
-          counter.selects++;
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      }
-      return value;
-    },
-  });
-  return { db: proxy, counter };
-}
 
 describe('revocation list (per-process cache of revoked clients)', () => {
   let t: TestApp;
