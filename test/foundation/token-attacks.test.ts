@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { toPrincipal } from '../../src/auth/auth-plugin.js';
 import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from '../../src/auth/key-resolver.js';
 import { UnauthorizedError } from '../../src/errors.js';
-import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
+import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, expectPaymentsDatabaseUnavailable, type ProbeApp } from '../helpers/probe-app.js';
 import { createTestDatabase } from '../helpers/test-database.js';
 import { countingDb } from '../helpers/counting-db.js';
 
@@ -350,13 +350,7 @@ describe('a database error while the signing keys reload', () => {
       await new Promise((resolve) => setTimeout(resolve, 1100));
       // a fresh token, which fast-jwt's cache of verified tokens has not seen
       const res = await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: t.bearer({ scopes: ['read:sessionpayment'] }) } });
-      expect(res.statusCode).not.toBe(401);
-      expect(res.statusCode).toBeGreaterThanOrEqual(500);
-      expect(res.headers['www-authenticate']).toBeUndefined();
-      const body = res.json() as Record<string, unknown>;
-      expect(Object.keys(body).sort()).toEqual(['code', 'message', 'status']);
-      expect(body.status).toBe(res.statusCode);
-      expect(res.body).not.toMatch(/\n\s+at /);
+      expectPaymentsDatabaseUnavailable(res);
     } finally {
       await t.close();
     }

@@ -6,7 +6,7 @@ import { loadConfig } from '../../src/config.js';
 import { openDatabase, sql, type Database } from '../../src/db/database.js';
 import { countingDb } from '../helpers/counting-db.js';
 import { LIST_URL } from '../helpers/payments-factory.js';
-import { PAYMENTS_PROBE, createProbeApp, type ProbeApp } from '../helpers/probe-app.js';
+import { PAYMENTS_PROBE, createProbeApp, expectPaymentsDatabaseUnavailable, type ProbeApp } from '../helpers/probe-app.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { createTestDatabase } from '../helpers/test-database.js';
 
@@ -121,13 +121,7 @@ describe('a database error while the revocation list refreshes', () => {
       await sleep(1100);
       // the same token: its signature is cached and the keys are fresh, only the revocation list is due
       const res = await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization } });
-      expect(res.statusCode).not.toBe(401);
-      expect(res.statusCode).toBeGreaterThanOrEqual(500);
-      expect(res.headers['www-authenticate']).toBeUndefined();
-      const body = res.json() as Record<string, unknown>;
-      expect(Object.keys(body).sort()).toEqual(['code', 'message', 'status']);
-      expect(body.status).toBe(res.statusCode);
-      expect(res.body).not.toMatch(/\n\s+at /);
+      expectPaymentsDatabaseUnavailable(res);
     } finally {
       await t.close();
     }

@@ -1,6 +1,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { createServer } from 'node:net';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyRequest, LightMyRequestResponse } from 'fastify';
+import { expect } from 'vitest';
 import { requireAdmin, requireScope } from '../../src/auth/auth-plugin.js';
 import { listVerificationKeys } from '../../src/auth/signing-keys-repository.js';
 import { createTestApp, type TestApp, type TestAppOptions } from './test-app.js';
@@ -52,4 +53,14 @@ export async function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+// What a request gets when the database fails under authentication (a key reload, the revocation
+// list): not a 401, the token may be fine; the payments family's 503, with no challenge and no stack.
+export function expectPaymentsDatabaseUnavailable(res: LightMyRequestResponse): void {
+  expect(res.statusCode).toBe(503);
+  expect(res.headers['www-authenticate']).toBeUndefined();
+  expect(res.headers['retry-after']).toMatch(/^\d+$/);
+  expect(res.json()).toEqual({ code: 'SERVICE_UNAVAILABLE', message: expect.any(String), status: 503 });
+  expect(res.body).not.toMatch(/\n\s+at /);
 }
