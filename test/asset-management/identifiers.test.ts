@@ -1,18 +1,12 @@
 // Identifier and name rules of the asset-management family (contract §9): Cc/Cf, NFC, commas.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/test-app.js';
 import { ASSET_WRITER, BAD_REQUEST, MODEL_ADMIN, createAsset, familyError, modelBody, unique, uniqueNetwork } from '../helpers/asset-factory.js';
 
 const MODELS = '/asset-management/v1/charging-station-models';
 const ASSETS = '/asset-management/v1/assets';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await createTestApp();
-});
-afterAll(async () => {
-  await t.close();
-});
+const t = useTestApp();
 
 function post(url: string, payload: Record<string, unknown>, authorization = t.bearer(url === MODELS ? MODEL_ADMIN : ASSET_WRITER)) {
   return t.app.inject({ method: 'POST', url, headers: { authorization }, payload });

@@ -1,16 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/test-app.js';
 import { MODEL_ADMIN, createModel, modelBody, uniqueNetwork } from '../helpers/asset-factory.js';
 
 const URL_ = '/asset-management/v1/charging-station-models';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await createTestApp();
-});
-afterAll(async () => {
-  await t.close();
-});
+const t = useTestApp();
 
 // The model catalogue is shared by every network: an admin of one network must not change it.
 describe('charging station model catalogue: admins without a network claim only', () => {

@@ -1,3 +1,4 @@
+import { afterAll, beforeAll } from 'vitest';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
@@ -74,4 +75,22 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       if (!options.database) await database.close();
     },
   };
+}
+
+// The app of one test file: built before its first test, closed after its last. The returned
+// object stands for it from beforeAll on, so a file reads `const t = useTestApp();`.
+export function useTestApp(options: TestAppOptions = {}): TestApp {
+  let current: TestApp | undefined;
+  beforeAll(async () => {
+    current = await createTestApp(options);
+  });
+  afterAll(async () => {
+    await current?.close();
+  });
+  return new Proxy({} as TestApp, {
+    get(_target, property) {
+      if (!current) throw new Error('the test app exists from beforeAll on');
+      return Reflect.get(current, property) as unknown;
+    },
+  });
 }

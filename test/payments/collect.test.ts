@@ -1,7 +1,7 @@
 // POST /payments/v1/session-payments/{id}/collect (contract §5).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SessionPayment } from '../../src/payments/payments-schemas.js';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { useTestApp } from '../helpers/test-app.js';
 import {
   collectUrl,
   expectPaymentsShape,
@@ -13,13 +13,7 @@ import {
   writer,
 } from '../helpers/payments-factory.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await createTestApp();
-});
-afterAll(async () => {
-  await t.close();
-});
+const t = useTestApp();
 
 function collect(id: string, options: { payload?: unknown; contentType?: string; authorization?: string } = {}) {
   const headers: Record<string, string> = { authorization: options.authorization ?? writer(t) };

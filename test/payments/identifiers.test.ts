@@ -1,6 +1,6 @@
 // Identifier rules of the payments family (contract §9): IDs the list must find again, Cc/Cf, NFC.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/test-app.js';
 import {
   RECORD_URL,
   collectUrl,
@@ -15,13 +15,7 @@ import {
 } from '../helpers/payments-factory.js';
 import type { RecordPaymentBody, SessionPayment } from '../../src/payments/payments-schemas.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await createTestApp();
-});
-afterAll(async () => {
-  await t.close();
-});
+const t = useTestApp();
 
 function post(body: RecordPaymentBody) {
   return t.app.inject({ method: 'POST', url: RECORD_URL, headers: { authorization: writer(t) }, payload: body as unknown as Record<string, unknown> });

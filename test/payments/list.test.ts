@@ -1,6 +1,6 @@
 // GET /payments/v1/session-payments: spec §4.1, contract §5.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { describe, expect, it, vi } from 'vitest';
+import { useTestApp } from '../helpers/test-app.js';
 import {
   expectPaymentsShape,
   listPayments,
@@ -12,13 +12,7 @@ import {
 } from '../helpers/payments-factory.js';
 import type { SessionPayment } from '../../src/payments/payments-schemas.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await createTestApp();
-});
-afterAll(async () => {
-  await t.close();
-});
+const t = useTestApp();
 
 const sessions = (body: unknown) => (body as SessionPayment[]).map((p) => p.session).sort();
 const ids = (n: number, prefix = 'x') => Array.from({ length: n }, (_, i) => `${prefix}${i}`);

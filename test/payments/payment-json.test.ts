@@ -5,23 +5,17 @@
 // with every number parsing back to the very double the client sent.
 import fc from 'fast-check';
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { seedDemoData } from '../../src/payments/demo-data.js';
 import { listPaymentsJson } from '../../src/payments/payments-repository.js';
 import { sessionPayments } from '../../src/payments/payments-schema.js';
 import { PAYMENT_TYPES, recordBodySchema, type RecordPaymentBody, type SessionPayment } from '../../src/payments/payments-schemas.js';
 import { recordSessionPayment } from '../../src/payments/payments-service.js';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { useTestApp } from '../helpers/test-app.js';
 import { RECORD_URL, collectUrl, listPayments, oneUrl, paymentBody, reader, writer } from '../helpers/payments-factory.js';
 import { toSessionPayment } from '../helpers/session-payment-oracle.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await createTestApp();
-});
-afterAll(async () => {
-  await t.close();
-});
+const t = useTestApp();
 
 async function oracle(id: string): Promise<SessionPayment> {
   const [row] = await t.database.db.select().from(sessionPayments).where(eq(sessionPayments.id, id));

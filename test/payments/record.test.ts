@@ -1,11 +1,11 @@
 // POST /payments/v1/session-payments (contract §5, billing.md) and GET one.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { findPgError } from '../../src/db/database.js';
 import type { BillingInput } from '../../src/payments/billing.js';
 import { insertPayment } from '../../src/payments/payments-repository.js';
 import type { RecordPaymentBody, SessionPayment } from '../../src/payments/payments-schemas.js';
 import { newId } from '../../src/ids.js';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { useTestApp } from '../helpers/test-app.js';
 import {
   RECORD_URL,
   expectPaymentsShape,
@@ -19,13 +19,7 @@ import {
 } from '../helpers/payments-factory.js';
 import { loadVectors } from '../helpers/billing-vectors.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await createTestApp();
-});
-afterAll(async () => {
-  await t.close();
-});
+const t = useTestApp();
 
 function post(payload: unknown, authorization = writer(t)) {
   return t.app.inject({ method: 'POST', url: RECORD_URL, headers: { authorization }, payload: payload as Record<string, unknown> });

@@ -1,15 +1,9 @@
 // Authentication and scopes of every payments route (spec §5, contract §3): 401 → 403 → 400.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/test-app.js';
 import { LIST_URL, READ, RECORD_URL, WRITE, collectUrl, oneUrl, paymentBody, recordPayment } from '../helpers/payments-factory.js';
 
-let t: TestApp;
-beforeAll(async () => {
-  t = await createTestApp();
-});
-afterAll(async () => {
-  await t.close();
-});
+const t = useTestApp();
 
 interface Route {
   name: string;
