@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import fastifyFormbody from '@fastify/formbody';
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifySchemaCompiler } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -20,8 +19,8 @@ import { createRevocationList, type RevocationList } from './auth/revocation-lis
 import errorHandler, { clientErrorHandler, frameworkErrors } from './plugins/error-handler.js';
 import observability from './plugins/observability.js';
 import openapi from './plugins/openapi.js';
-import { paymentsRoutes } from './payments/payments-routes.js';
-import { assetManagementRoutes } from './asset-management/asset-management-routes.js';
+import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
+import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
 import type { ScryptParams } from './asset-management/passwords.js';
 
 export interface BuildOptions {
@@ -192,16 +191,10 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(openapi, { tokenUrl: `${config.auth.issuer}/oauth/token` });
   await app.register(authPlugin, { auth: config.auth, keyResolver, revocations });
 
-  if (tokens) {
-    const tokenService = tokens;
-    await app.register(async (oauth) => {
-      await oauth.register(fastifyFormbody, { bodyLimit: 8 * 1024 });
-      await oauth.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: tokenService });
-    });
-  }
+  if (tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens });
 
-  await app.register(paymentsRoutes);
-  await app.register(assetManagementRoutes, { scryptParams: options.scryptParams });
+  await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
+  await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, scryptParams: options.scryptParams });
 
   return app;
 }

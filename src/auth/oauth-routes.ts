@@ -3,6 +3,8 @@ import { z } from 'zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppConfig } from '../config.js';
 import type { Db } from '../db/database.js';
+import fastifyFormbody from '@fastify/formbody';
+import { renderOAuthError } from '../plugins/error-handler.js';
 import { OAuthError } from './oauth-error.js';
 import { SCOPES } from './scopes.js';
 import { listVerificationKeys } from './signing-keys-repository.js';
@@ -29,12 +31,16 @@ const tokenResponse = z.object({
 
 const oauthErrorBody = z.object({ error: z.string(), error_description: z.string() });
 
-export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig['auth']; tokens: TokenService }) {
-  const { db, auth, tokens } = opts;
-  const r = app.withTypeProvider<ZodTypeProvider>();
+export const OAUTH_PREFIX = '/oauth';
 
-  r.post(
-    '/oauth/token',
+// The token endpoint is a family of its own (RFC 6749 §5.2 bodies), registered under /oauth; the
+// well-known documents are plain routes.
+async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService }) {
+  const { tokens } = opts;
+  app.setErrorHandler(renderOAuthError);
+  await app.register(fastifyFormbody, { bodyLimit: 8 * 1024 });
+  app.withTypeProvider<ZodTypeProvider>().post(
+    '/token',
     {
       config: { public: true },
       // Validation errors become RFC 6749 errors in the handler, not the API families' bodies.
@@ -65,6 +71,13 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
       return result;
     },
   );
+}
+
+export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig['auth']; tokens: TokenService }) {
+  const { db, auth, tokens } = opts;
+  const r = app.withTypeProvider<ZodTypeProvider>();
+
+  await app.register(tokenEndpoint, { prefix: OAUTH_PREFIX, tokens });
 
   r.get(
     '/.well-known/jwks.json',
