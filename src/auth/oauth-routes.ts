@@ -7,20 +7,9 @@ import fastifyFormbody from '@fastify/formbody';
 import { renderOAuthError } from '../plugins/error-handler.js';
 import { OAuthError } from './oauth-error.js';
 import { SCOPES } from './scopes.js';
-import { listVerificationKeys } from './signing-keys-repository.js';
-import { publicJwks } from './signing-keys-service.js';
-import { refuseControlCharacters } from './token-parameters.js';
+import { publishedJwks } from './signing-keys-service.js';
+import { tokenRequestBody, tokenRequestError, tokenRequestQuery } from './token-parameters.js';
 import { parseBasicAuthorization, type TokenService } from './token-service.js';
-
-const tokenRequestBody = z
-  .object({
-    grant_type: z.string().describe('must be client_credentials'),
-    scope: z.string().optional().describe('space-separated subset of the client scopes'),
-    audience: z.string().optional(),
-    client_id: z.string().optional().describe('client_secret_post only'),
-    client_secret: z.string().optional().describe('client_secret_post only'),
-  })
-  .describe('application/x-www-form-urlencoded or application/json');
 
 const tokenResponse = z.object({
   access_token: z.string(),
@@ -44,28 +33,27 @@ async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService 
     {
       config: { public: true },
       // Validation errors become RFC 6749 errors in the handler, not the API families' bodies.
+      // Basic credentials are checked with the same rule in the token service.
       attachValidation: true,
-      // Before validation, which drops the parameters the endpoint does not use: they are checked too.
-      // Basic credentials are checked with the other parameters in the token service.
-      preValidation: async (request) => refuseControlCharacters({ query: request.query, body: request.body }),
       schema: {
         tags: ['oauth'],
         summary: 'Issue an access token (OAuth 2.0 client credentials grant)',
         body: tokenRequestBody,
+        querystring: tokenRequestQuery,
         response: { 200: tokenResponse, 400: oauthErrorBody, 401: oauthErrorBody },
       },
     },
     async (request, reply) => {
+      if (request.validationError) throw tokenRequestError(request.validationError);
       const basic = parseBasicAuthorization(request.headers.authorization);
       if (basic === 'malformed') throw new OAuthError('invalid_client', 'malformed Basic credentials', true);
-      const body = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Record<string, unknown>;
+      const { body } = request;
       const result = await tokens.clientCredentialsGrant({
-        grantType: body.grant_type,
-        scope: body.scope,
-        audience: body.audience,
+        scope: body.scope ?? undefined,
+        audience: body.audience ?? undefined,
         basic,
-        bodyClientId: body.client_id,
-        bodyClientSecret: body.client_secret,
+        bodyClientId: body.client_id ?? undefined,
+        bodyClientSecret: body.client_secret ?? undefined,
       });
       reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
       return result;
@@ -84,7 +72,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
     { config: { public: true }, schema: { tags: ['oauth'], summary: 'Public keys that sign access tokens' } },
     async (_request, reply) => {
       reply.header('cache-control', 'public, max-age=300');
-      return publicJwks(await listVerificationKeys(db));
+      return publishedJwks(db);
     },
   );
 
