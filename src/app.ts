@@ -1,27 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import fastifyFormbody from '@fastify/formbody';
-import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifySchemaCompiler } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { Redis } from 'ioredis';
 import type { z } from 'zod';
 import type { AppConfig } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
 import { RequestValidationError } from './errors.js';
 import authPlugin from './auth/auth-plugin.js';
-import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from './auth/key-resolver.js';
-import { createBootstrapClientIfNone, type CreatedClient } from './auth/clients-service.js';
-import { ensureSigningKey } from './auth/signing-keys-service.js';
-import { createTokenService, type TokenService } from './auth/token-service.js';
-import { oauthRoutes } from './auth/oauth-routes.js';
-import { createRevocationList, type RevocationList } from './auth/revocation-list.js';
 import errorHandler, { clientErrorHandler, frameworkErrors } from './plugins/error-handler.js';
 import observability from './plugins/observability.js';
+import rateLimit from './plugins/rate-limit.js';
 import openapi from './plugins/openapi.js';
-import { paymentsRoutes } from './payments/payments-routes.js';
-import { assetManagementRoutes } from './asset-management/asset-management-routes.js';
+import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
+import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
 import type { ScryptParams } from './asset-management/passwords.js';
 
 export interface BuildOptions {
@@ -37,9 +29,6 @@ export interface BuildOptions {
 export interface AppServices {
   database: Database;
   config: AppConfig;
-  // Present with the embedded issuer only.
-  tokens: TokenService | null;
-  bootstrapClient: CreatedClient | null;
 }
 
 declare module 'fastify' {
@@ -71,12 +60,6 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   const database =
     options.database ??
     (await openDatabase(config.database));
-
-  const { signingKey, bootstrapClient } = await database.withStartupLock(async (db) => {
-    const key = config.auth.mode === 'embedded' ? await ensureSigningKey(db, config.auth.signingAlg) : null;
-    const client = config.auth.mode === 'embedded' && options.bootstrap ? await createBootstrapClientIfNone(db) : null;
-    return { signingKey: key, bootstrapClient: client };
-  });
 
   const app = Fastify({
     logger: {
@@ -130,29 +113,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   // Zod over every outgoing row costs half the throughput of the hot list endpoint.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
-  let tokens: TokenService | null = null;
-  let keyResolver: KeyResolver;
-  // Revocation concerns the embedded issuer's clients only; an external provider revokes its own.
-  let revocations: RevocationList | null = null;
-  if (config.auth.mode === 'external') {
-    keyResolver = createJwksKeyResolver({
-      jwksUrl: config.auth.jwksUrl!,
-      cacheTtlSeconds: config.auth.jwksCacheTtlSeconds,
-      refetchIntervalSeconds: config.auth.jwksRefetchIntervalSeconds,
-    });
-  } else {
-    const resolver = createDatabaseKeyResolver({
-      db: database.db,
-      cacheTtlSeconds: config.auth.jwksCacheTtlSeconds,
-      refetchIntervalSeconds: config.auth.jwksRefetchIntervalSeconds,
-    });
-    await resolver.refresh();
-    keyResolver = resolver;
-    tokens = createTokenService({ db: database.db, auth: config.auth, key: signingKey! });
-    revocations = createRevocationList({ db: database.db, refreshSeconds: config.auth.revocationRefreshSeconds });
-  }
-
-  app.decorate('services', { database, config, tokens, bootstrapClient });
+  app.decorate('services', { database, config });
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -162,46 +123,14 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   });
 
   await app.register(errorHandler);
-  if (config.rateLimit.max > 0) {
-    // Counters in Redis hold the limit across replicas; without it each process counts alone.
-    const redis = config.rateLimit.redisUrl ? new Redis(config.rateLimit.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
-    if (redis) app.addHook('onClose', async () => void (await redis.quit().catch(() => undefined)));
-    await app.register(fastifyRateLimit, {
-      // Not per route: the root hook below counts every request exactly once.
-      global: false,
-      max: config.rateLimit.max,
-      timeWindow: config.rateLimit.windowSeconds * 1000,
-      // A Redis outage must not turn every request into a 500: the limit is protection, not state.
-      skipOnError: true,
-      ...(redis ? { redis } : {}),
-      errorResponseBuilder: (_request, context) => {
-        const error = new Error(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`) as Error & { statusCode: number };
-        error.statusCode = 429;
-        return error;
-      },
-    });
-    // Route-level hooks run after the app-level auth hook, so requests rejected with 401 (token
-    // spraying) or 404 would never be counted. This root hook, added before auth, counts them all;
-    // routes marked `rateLimit: false` (health, metrics) are exempt so probes never see 429.
-    const limit = app.rateLimit();
-    app.addHook('onRequest', async function (request, reply) {
-      if (request.routeOptions.config.rateLimit !== false) await limit.call(this, request, reply);
-    });
-  }
+  await app.register(rateLimit, config.rateLimit);
   await app.register(observability, { database });
   await app.register(openapi, { tokenUrl: `${config.auth.issuer}/oauth/token` });
-  await app.register(authPlugin, { auth: config.auth, keyResolver, revocations });
+  // Its start-up work runs under database.withStartupLock, which migrates the database first.
+  await app.register(authPlugin, { auth: config.auth, database, bootstrap: options.bootstrap });
 
-  if (tokens) {
-    const tokenService = tokens;
-    await app.register(async (oauth) => {
-      await oauth.register(fastifyFormbody, { bodyLimit: 8 * 1024 });
-      await oauth.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: tokenService });
-    });
-  }
-
-  await app.register(paymentsRoutes);
-  await app.register(assetManagementRoutes, { scryptParams: options.scryptParams });
+  await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
+  await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, scryptParams: options.scryptParams });
 
   return app;
 }

@@ -37,7 +37,7 @@ async function main() {
   }
   const app = await buildApp(config, { bootstrap: true });
   const address = await runServer(app, config);
-  if (app.services.bootstrapClient) printBootstrap(app.services.bootstrapClient, address, config);
+  if (app.auth.bootstrapClient) printBootstrap(app.auth.bootstrapClient, address, config);
 }
 
 main().catch((error: unknown) => {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
+import { renderAssetManagementError } from '../plugins/error-handler.js';
 import {
   assetOutput,
   changePasswordBody,
@@ -38,13 +39,18 @@ export interface AssetManagementRoutesOptions {
   scryptParams?: ScryptParams;
 }
 
+// The asset-management family, registered with the prefix /asset-management/v1: its errors, the
+// root hooks' 401 and 429 included, take the `{ type, code, message }` shapes.
+export const ASSET_MANAGEMENT_PREFIX = '/asset-management/v1';
+
 export async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions = {}): Promise<void> {
+  app.setErrorHandler(renderAssetManagementError);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const db = app.services.database.db;
   const { ocppMinSecurityProfile } = app.services.config;
 
   r.post(
-    '/asset-management/v1/charging-station-models',
+    '/charging-station-models',
     {
       onRequest: modelWriters,
       schema: {
@@ -61,7 +67,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   );
 
   r.get(
-    '/asset-management/v1/charging-station-models',
+    '/charging-station-models',
     {
       onRequest: modelReaders,
       schema: {
@@ -83,7 +89,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   );
 
   r.get(
-    '/asset-management/v1/charging-station-models/:id',
+    '/charging-station-models/:id',
     {
       onRequest: modelReaders,
       schema: {
@@ -97,7 +103,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   );
 
   r.post(
-    '/asset-management/v1/charging-station-models/:id/archive',
+    '/charging-station-models/:id/archive',
     {
       onRequest: modelWriters,
       schema: {
@@ -112,7 +118,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   );
 
   r.post(
-    '/asset-management/v1/assets',
+    '/assets',
     {
       onRequest: assetWriters,
       schema: {
@@ -129,7 +135,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   );
 
   r.get(
-    '/asset-management/v1/assets',
+    '/assets',
     {
       onRequest: assetReaders,
       schema: {
@@ -151,7 +157,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   );
 
   r.get(
-    '/asset-management/v1/assets/:id',
+    '/assets/:id',
     {
       onRequest: assetReaders,
       schema: {
@@ -165,7 +171,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   );
 
   r.post(
-    '/asset-management/v1/assets/change-password',
+    '/assets/change-password',
     {
       onRequest: assetWriters,
       schema: {

@@ -2,12 +2,17 @@ import fastifyJwt from '@fastify/jwt';
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { AppConfig } from '../config.js';
+import type { Database } from '../db/database.js';
 import { ForbiddenError, UnauthorizedError } from '../errors.js';
 import { canonicalText } from '../identifiers.js';
-import type { KeyResolver } from './key-resolver.js';
+import { createBootstrapClientIfNone, type CreatedClient } from './clients-service.js';
+import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from './key-resolver.js';
+import { oauthRoutes } from './oauth-routes.js';
 import type { Principal } from './principal.js';
-import type { RevocationList } from './revocation-list.js';
+import { createRevocationList, type RevocationList } from './revocation-list.js';
 import type { Scope } from './scopes.js';
+import { ensureSigningKey } from './signing-keys-service.js';
+import { createTokenService, type TokenService } from './token-service.js';
 import './principal.js';
 
 // Asymmetric algorithms only: with HMAC allowed, a public key could be replayed as a shared secret.
@@ -15,13 +20,59 @@ const ALGORITHMS = ['ES256', 'ES384', 'ES512', 'RS256', 'RS384', 'RS512', 'PS256
 
 export interface AuthPluginOptions {
   auth: AppConfig['auth'];
-  keyResolver: KeyResolver;
-  // Embedded issuer only: its clients can be revoked while their tokens are still valid.
-  revocations: RevocationList | null;
+  database: Database;
+  // Create the bootstrap admin client when the database has none (server start-up only).
+  bootstrap?: boolean | undefined;
 }
 
+export interface AuthServices {
+  // The embedded issuer's; null with an external identity provider.
+  tokens: TokenService | null;
+  // Created by this start, its secret shown once; null otherwise.
+  bootstrapClient: CreatedClient | null;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    auth: AuthServices;
+  }
+}
+
+// Everything about who calls: the embedded issuer (signing key, token endpoint, bootstrap client,
+// revocations) or the external provider's keys, and the root hook that turns every request's
+// bearer token into request.principal.
 async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
-  const { auth, keyResolver, revocations } = opts;
+  const { auth, database } = opts;
+  const embedded = auth.mode === 'embedded';
+  // Several replicas may start at once: one signing key and one bootstrap client between them.
+  const { signingKey, bootstrapClient } = await database.withStartupLock(async (db) => ({
+    signingKey: embedded ? await ensureSigningKey(db, auth.signingAlg) : null,
+    bootstrapClient: embedded && opts.bootstrap ? await createBootstrapClientIfNone(db) : null,
+  }));
+
+  let keyResolver: KeyResolver;
+  let tokens: TokenService | null = null;
+  // Revocation concerns the embedded issuer's clients only; an external provider revokes its own.
+  let revocations: RevocationList | null = null;
+  if (!signingKey) {
+    keyResolver = createJwksKeyResolver({
+      jwksUrl: auth.jwksUrl!,
+      cacheTtlSeconds: auth.jwksCacheTtlSeconds,
+      refetchIntervalSeconds: auth.jwksRefetchIntervalSeconds,
+    });
+  } else {
+    const resolver = createDatabaseKeyResolver({
+      db: database.db,
+      cacheTtlSeconds: auth.jwksCacheTtlSeconds,
+      refetchIntervalSeconds: auth.jwksRefetchIntervalSeconds,
+    });
+    await resolver.refresh();
+    keyResolver = resolver;
+    tokens = createTokenService({ db: database.db, auth, key: signingKey });
+    revocations = createRevocationList({ db: database.db, refreshSeconds: auth.revocationRefreshSeconds });
+  }
+  app.decorate('auth', { tokens, bootstrapClient });
+
   await app.register(fastifyJwt, {
     secret: async (_request: FastifyRequest, token: unknown) => {
       const header = (token as { header?: { kid?: string; alg?: string } }).header ?? {};
@@ -53,6 +104,8 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
     }
     request.principal = principal;
   });
+
+  if (tokens) await app.register(oauthRoutes, { db: database.db, auth, tokens });
 }
 
 async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): Promise<Principal> {

@@ -1,4 +1,5 @@
-import { createPublicKey, type JsonWebKey } from 'node:crypto';
+import { KeyObject, createPublicKey, type webcrypto } from 'node:crypto';
+import { createRemoteJWKSet, errors } from 'jose';
 import { UnauthorizedError } from '../errors.js';
 import type { Db } from '../db/database.js';
 import { listVerificationKeys } from './signing-keys-repository.js';
@@ -27,13 +28,14 @@ class RefetchThrottle {
   }
 }
 
-interface PublishedKey {
-  pem: string;
-  alg?: string | undefined;
-}
-
 // Caches the provider's whole key set, not one key per lookup: after one fetch every published
 // kid resolves, so a second signing key (rotation overlap) is never refused by the refetch throttle.
+// jose fetches (with a timeout, one fetch for concurrent callers), checks the document and picks the
+// key by kid, alg, kty and use. Its own refetching is off (both durations infinite): it would throw
+// once the keys are older than cacheMaxAge whenever the provider cannot answer, and refetch for
+// unknown kids after a failed fetch. Here the TTL and the refetch throttle decide when to fetch, and
+// a failed fetch keeps the last good keys: an outage of the provider does not turn every request
+// into a 401, and tokens signed with the keys it published before keep working.
 export function createJwksKeyResolver(options: {
   jwksUrl: string;
   cacheTtlSeconds: number;
@@ -41,65 +43,60 @@ export function createJwksKeyResolver(options: {
   fetchTimeoutMs?: number;
 }): KeyResolver {
   const ttlMs = options.cacheTtlSeconds * 1000;
-  const retryMs = options.refetchIntervalSeconds * 1000;
-  const throttle = new RefetchThrottle(retryMs);
-  let keys = new Map<string, PublishedKey>();
-  let fetchedAt = Number.NEGATIVE_INFINITY;
-  let inFlight: Promise<void> | null = null;
+  const throttle = new RefetchThrottle(options.refetchIntervalSeconds * 1000);
+  // The address is the configured one, never one named by a token (its iss or jku).
+  const remote = createRemoteJWKSet(new URL(options.jwksUrl), {
+    cacheMaxAge: Number.POSITIVE_INFINITY,
+    cooldownDuration: Number.POSITIVE_INFINITY,
+    timeoutDuration: options.fetchTimeoutMs ?? 5000,
+  });
+  // fast-jwt takes PEM; jose hands out the same key object until the set is refetched.
+  const pems = new WeakMap<object, string>();
+  let loadedAt = Number.NEGATIVE_INFINITY;
 
-  async function fetchKeys(): Promise<void> {
-    // The address is the configured one, never one named by a token (its iss or jku).
-    const response = await fetch(options.jwksUrl, {
-      headers: { accept: 'application/json' },
-      signal: AbortSignal.timeout(options.fetchTimeoutMs ?? 5000),
-    });
-    if (!response.ok) throw new Error(`JWKS answered HTTP ${response.status}`);
-    const body = (await response.json()) as { keys?: unknown };
-    if (!Array.isArray(body.keys)) throw new Error('JWKS document has no keys array');
-    const next = new Map<string, PublishedKey>();
-    for (const jwk of body.keys as Record<string, unknown>[]) {
-      if (typeof jwk?.kid !== 'string' || (jwk.use !== undefined && jwk.use !== 'sig')) continue;
-      try {
-        const pem = createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString();
-        next.set(jwk.kid, { pem, alg: typeof jwk.alg === 'string' ? jwk.alg : undefined });
-      } catch {
-        // A key we cannot read (unknown kty/curve) cannot have signed a token we accept.
-      }
+  async function refresh(): Promise<void> {
+    throttle.note();
+    try {
+      // Joins a fetch already in flight.
+      await remote.reload();
+      loadedAt = Date.now();
+    } catch {
+      // Keep serving the keys we have; the throttle spaces the next attempt.
     }
-    keys = next;
-    fetchedAt = Date.now();
   }
 
-  function refresh(): Promise<void> {
-    throttle.note();
-    inFlight ??= fetchKeys()
-      .catch((error: unknown) => {
-        // Keep serving the keys we have, and wait a refetch interval before asking again.
-        fetchedAt = Math.max(fetchedAt, Date.now() - ttlMs + retryMs);
-        throw error;
-      })
-      .finally(() => {
-        inFlight = null;
-      });
-    return inFlight;
+  async function pemFor(header: Required<JwtHeader>): Promise<string> {
+    const key = await remote({ alg: header.alg, kid: header.kid });
+    let pem = pems.get(key);
+    if (pem === undefined) {
+      pem = KeyObject.from(key as unknown as webcrypto.CryptoKey).export({ type: 'spki', format: 'pem' }).toString();
+      pems.set(key, pem);
+    }
+    return pem;
   }
 
   return {
     async resolve(header) {
       const { kid, alg } = header;
       if (!kid || !alg) throw new UnauthorizedError('Access token header has no key id');
-      const expired = Date.now() - fetchedAt > ttlMs;
-      if (expired || (!keys.has(kid) && throttle.tryAcquire())) {
-        try {
-          await refresh();
-        } catch (cause) {
-          if (!keys.has(kid)) throw new UnauthorizedError('Access token is signed with an unknown key', { cause });
+      const stale = Date.now() - loadedAt > ttlMs;
+      if (remote.reloading || (stale && throttle.tryAcquire())) await refresh();
+      if (loadedAt === Number.NEGATIVE_INFINITY) throw new UnauthorizedError('Access token is signed with an unknown key');
+      try {
+        return await pemFor({ kid, alg });
+      } catch (error) {
+        // A key that does not match (unknown kid, or an alg it is not published for) may be a new
+        // one; a key we cannot read cannot have signed a token we accept.
+        if (!(error instanceof errors.JWKSNoMatchingKey) || !throttle.tryAcquire()) {
+          throw new UnauthorizedError('Access token is signed with an unknown key', { cause: error });
         }
       }
-      const key = keys.get(kid);
-      if (!key) throw new UnauthorizedError('Access token is signed with an unknown key');
-      if (key.alg && alg && key.alg !== alg) throw new UnauthorizedError('Access token algorithm does not match its key');
-      return key.pem;
+      await refresh();
+      try {
+        return await pemFor({ kid, alg });
+      } catch (cause) {
+        throw new UnauthorizedError('Access token is signed with an unknown key', { cause });
+      }
     },
   };
 }

@@ -3,22 +3,13 @@ import { z } from 'zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppConfig } from '../config.js';
 import type { Db } from '../db/database.js';
+import fastifyFormbody from '@fastify/formbody';
+import { renderOAuthError } from '../plugins/error-handler.js';
 import { OAuthError } from './oauth-error.js';
 import { SCOPES } from './scopes.js';
-import { listVerificationKeys } from './signing-keys-repository.js';
-import { publicJwks } from './signing-keys-service.js';
-import { refuseControlCharacters } from './token-parameters.js';
+import { publishedJwks } from './signing-keys-service.js';
+import { tokenRequestBody, tokenRequestError, tokenRequestQuery } from './token-parameters.js';
 import { parseBasicAuthorization, type TokenService } from './token-service.js';
-
-const tokenRequestBody = z
-  .object({
-    grant_type: z.string().describe('must be client_credentials'),
-    scope: z.string().optional().describe('space-separated subset of the client scopes'),
-    audience: z.string().optional(),
-    client_id: z.string().optional().describe('client_secret_post only'),
-    client_secret: z.string().optional().describe('client_secret_post only'),
-  })
-  .describe('application/x-www-form-urlencoded or application/json');
 
 const tokenResponse = z.object({
   access_token: z.string(),
@@ -29,49 +20,59 @@ const tokenResponse = z.object({
 
 const oauthErrorBody = z.object({ error: z.string(), error_description: z.string() });
 
-export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig['auth']; tokens: TokenService }) {
-  const { db, auth, tokens } = opts;
-  const r = app.withTypeProvider<ZodTypeProvider>();
+export const OAUTH_PREFIX = '/oauth';
 
-  r.post(
-    '/oauth/token',
+// The token endpoint is a family of its own (RFC 6749 §5.2 bodies), registered under /oauth; the
+// well-known documents are plain routes.
+async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService }) {
+  const { tokens } = opts;
+  app.setErrorHandler(renderOAuthError);
+  await app.register(fastifyFormbody, { bodyLimit: 8 * 1024 });
+  app.withTypeProvider<ZodTypeProvider>().post(
+    '/token',
     {
       config: { public: true },
       // Validation errors become RFC 6749 errors in the handler, not the API families' bodies.
+      // Basic credentials are checked with the same rule in the token service.
       attachValidation: true,
-      // Before validation, which drops the parameters the endpoint does not use: they are checked too.
-      // Basic credentials are checked with the other parameters in the token service.
-      preValidation: async (request) => refuseControlCharacters({ query: request.query, body: request.body }),
       schema: {
         tags: ['oauth'],
         summary: 'Issue an access token (OAuth 2.0 client credentials grant)',
         body: tokenRequestBody,
+        querystring: tokenRequestQuery,
         response: { 200: tokenResponse, 400: oauthErrorBody, 401: oauthErrorBody },
       },
     },
     async (request, reply) => {
+      if (request.validationError) throw tokenRequestError(request.validationError);
       const basic = parseBasicAuthorization(request.headers.authorization);
       if (basic === 'malformed') throw new OAuthError('invalid_client', 'malformed Basic credentials', true);
-      const body = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Record<string, unknown>;
+      const { body } = request;
       const result = await tokens.clientCredentialsGrant({
-        grantType: body.grant_type,
-        scope: body.scope,
-        audience: body.audience,
+        scope: body.scope ?? undefined,
+        audience: body.audience ?? undefined,
         basic,
-        bodyClientId: body.client_id,
-        bodyClientSecret: body.client_secret,
+        bodyClientId: body.client_id ?? undefined,
+        bodyClientSecret: body.client_secret ?? undefined,
       });
       reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
       return result;
     },
   );
+}
+
+export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig['auth']; tokens: TokenService }) {
+  const { db, auth, tokens } = opts;
+  const r = app.withTypeProvider<ZodTypeProvider>();
+
+  await app.register(tokenEndpoint, { prefix: OAUTH_PREFIX, tokens });
 
   r.get(
     '/.well-known/jwks.json',
     { config: { public: true }, schema: { tags: ['oauth'], summary: 'Public keys that sign access tokens' } },
     async (_request, reply) => {
       reply.header('cache-control', 'public, max-age=300');
-      return publicJwks(await listVerificationKeys(db));
+      return publishedJwks(db);
     },
   );
 

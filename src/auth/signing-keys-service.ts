@@ -30,6 +30,7 @@ export async function ensureSigningKey(db: Executor, alg: 'ES256' | 'RS256'): Pr
   return insertSigningKey(db, key);
 }
 
-export function publicJwks(rows: SigningKeyRow[]) {
-  return { keys: rows.map((r) => r.publicJwk) };
+// The public halves of the keys that sign and may still verify tokens, as a JWKS document.
+export async function publishedJwks(db: Executor) {
+  return { keys: (await listVerificationKeys(db)).map((r) => r.publicJwk) };
 }

@@ -23,14 +23,14 @@ export interface TokenResponse {
   scope: string;
 }
 
+// A client credentials request whose parameters passed the route's schema (token-parameters.ts).
 export interface TokenRequest {
-  grantType: unknown;
-  scope: unknown;
-  audience: unknown;
-  // client credentials as presented, by Basic header or in the body
+  scope?: string | undefined;
+  audience?: string | undefined;
+  // client credentials as presented, by Basic header (still to be checked) or in the body
   basic: { clientId: string; clientSecret: string } | null;
-  bodyClientId: unknown;
-  bodyClientSecret: unknown;
+  bodyClientId?: string | undefined;
+  bodyClientSecret?: string | undefined;
 }
 
 export type TokenService = ReturnType<typeof createTokenService>;
@@ -70,26 +70,16 @@ export function createTokenService(deps: { db: Db; auth: AppConfig['auth']; key:
   }
 
   async function clientCredentialsGrant(req: TokenRequest): Promise<TokenResponse> {
-    // Every parameter is read (type, length, characters) before any is acted on, so a malformed
-    // one is a 400 invalid_request whatever else is wrong, and nothing malformed reaches the database.
-    const grantType = tokenParameter(req.grantType, 'grant_type');
-    const bodyId = tokenParameter(req.bodyClientId, 'client_id');
-    const bodySecret = tokenParameter(req.bodyClientSecret, 'client_secret');
+    // The Basic credentials follow the body parameters' rule, checked before anything is acted on,
+    // so nothing malformed reaches the database.
+    const { bodyClientId: bodyId, bodyClientSecret: bodySecret, scope: scopeParam, audience } = req;
     const basicId = req.basic ? tokenParameter(req.basic.clientId, 'client_id') : undefined;
     const basicSecret = req.basic ? tokenParameter(req.basic.clientSecret, 'client_secret') : undefined;
-    const scopeParam = tokenParameter(req.scope, 'scope');
-    const audience = tokenParameter(req.audience, 'audience');
     if (req.basic && (bodyId !== undefined || bodySecret !== undefined)) {
       throw new OAuthError('invalid_request', 'use exactly one client authentication method', true);
     }
     const clientId = req.basic ? basicId : bodyId;
     const clientSecret = req.basic ? basicSecret : bodySecret;
-    if (grantType === undefined || grantType === '') {
-      throw new OAuthError('invalid_request', 'grant_type is required');
-    }
-    if (grantType !== 'client_credentials') {
-      throw new OAuthError('unsupported_grant_type', 'only the client_credentials grant is supported');
-    }
     if (!clientId || !clientSecret) {
       throw new OAuthError('invalid_client', 'client authentication is required', req.basic !== null || bodyId === undefined);
     }

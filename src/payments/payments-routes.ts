@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireScope } from '../auth/auth-plugin.js';
+import { renderPaymentsError } from '../plugins/error-handler.js';
 import type { SessionPaymentJson } from './payments-repository.js';
 import * as service from './payments-service.js';
 import {
@@ -25,14 +26,20 @@ function sendPayment(reply: FastifyReply, json: SessionPaymentJson) {
   return reply.type('application/json').send(json as unknown as SessionPayment);
 }
 
+// The payments family, registered with the prefix /payments/v1: its errors, the root hooks' 401
+// and 429 included (Fastify answers a route's errors with its own context's handler), take the
+// shapes of spec §7.
+export const PAYMENTS_PREFIX = '/payments/v1';
+
 export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
+  app.setErrorHandler(renderPaymentsError);
   const routes = app.withTypeProvider<ZodTypeProvider>();
   const { db } = app.services.database;
   const readers = requireScope('read:sessionpayment', 'write:sessionpayment');
   const writers = requireScope('write:sessionpayment');
 
   routes.get(
-    '/payments/v1/session-payments',
+    '/session-payments',
     {
       onRequest: readers,
       schema: {
@@ -50,7 +57,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
   );
 
   routes.get(
-    '/payments/v1/session-payments/:id',
+    '/session-payments/:id',
     {
       onRequest: readers,
       schema: {
@@ -64,7 +71,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
   );
 
   routes.post(
-    '/payments/v1/session-payments',
+    '/session-payments',
     {
       onRequest: writers,
       schema: {
@@ -94,7 +101,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
     });
 
     collect.withTypeProvider<ZodTypeProvider>().post(
-      '/payments/v1/session-payments/:id/collect',
+      '/session-payments/:id/collect',
       {
         onRequest: writers,
         schema: {

@@ -22,6 +22,7 @@ import { classifyDatabaseError, loggableError } from '../db/database.js';
 type Family = 'payments' | 'asset-management' | 'oauth' | 'plain';
 
 // The family follows the API a request addressed, so one status always has one body shape there.
+// Only for answers given before a route is matched: routes take their family's plugin's handler.
 function familyOf(request: Pick<FastifyRequest, 'url'>): Family {
   const url = request.url;
   if (url.startsWith('/payments/')) return 'payments';
@@ -132,80 +133,112 @@ function render(error: unknown): Rendered {
   return { status: 500, message: 'Internal server error' };
 }
 
-// A database that cannot answer now is a 503 with Retry-After in every family (RFC 6749's
-// temporarily_unavailable for the token endpoint), logged without drizzle's wrapper, whose message
-// carries the query's parameters.
-function sendUnavailable(request: FastifyRequest, reply: FastifyReply, family: Family, error: ServiceUnavailableError) {
-  request.log.warn({ err: loggableError(error.cause ?? error) }, 'request failed: service unavailable');
-  reply.code(503).header('retry-after', String(error.retryAfterSeconds));
-  if (family === 'oauth') {
-    return reply.header('cache-control', 'no-store').send({ error: 'temporarily_unavailable', error_description: error.message });
-  }
-  if (family === 'payments') return reply.send({ code: PAYMENT_CODES[503], message: error.message, status: 503 });
-  if (family === 'asset-management') return reply.send({ type: ASSET_TYPES[503], code: error.code, message: error.message });
-  return reply.send({ message: error.message });
+export type ErrorRenderer = (error: unknown, request: FastifyRequest, reply: FastifyReply) => FastifyReply;
+
+interface FamilyShape {
+  // the body of a 503 for a database that cannot answer now (Retry-After is set already)
+  unavailable(error: ServiceUnavailableError): unknown;
+  // the body of every other status but 401, 429 and 431, which are `{ message }` in every family
+  body(r: Rendered): unknown;
 }
 
-function send(request: FastifyRequest, reply: FastifyReply, error: unknown) {
-  const family = familyOf(request);
-  const unavailable = classifyDatabaseError(error);
-  if (unavailable) return sendUnavailable(request, reply, family, unavailable);
-  const r = render(error);
-  if (error instanceof OAuthError || family === 'oauth') {
-    // RFC 6749 §5.2 names bodies for 400 and 401 only: 408, 429 and 500 keep their own status and
-    // the { message } body (a throttled token request is not an invalid_request).
-    const oauth = error instanceof OAuthError ? error : [500, 429, 408].includes(r.status) ? null : new OAuthError('invalid_request', r.message);
-    if (oauth) {
-      if (oauth.statusCode === 401) reply.header('www-authenticate', oauth.basicChallenge ? 'Basic realm="oauth"' : 'Bearer');
-      return reply
-        .code(oauth.statusCode)
-        .header('cache-control', 'no-store')
-        .send({ error: oauth.error, error_description: cut(oauth.description, 1000) });
+// What every family shares: a database that cannot answer now is a 503 with Retry-After, logged
+// without drizzle's wrapper (its message carries the query's parameters); a 500 is logged with
+// its details, which never reach the client; every 401 challenges with error="invalid_token".
+function familyRenderer(shape: FamilyShape): ErrorRenderer {
+  return (error, request, reply) => {
+    const unavailable = classifyDatabaseError(error);
+    if (unavailable) {
+      logUnavailable(request, unavailable);
+      return reply.code(503).header('retry-after', String(unavailable.retryAfterSeconds)).send(shape.unavailable(unavailable));
     }
-  }
-
-  if (r.status === 500) {
-    request.log.error({ err: loggableError(error) }, 'request failed');
-  }
-  if (r.status === 401) {
+    const r = render(error);
+    if (r.status === 500) request.log.error({ err: loggableError(error) }, 'request failed');
     // The contract asks for error="invalid_token" on every 401, a missing token included.
-    reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`);
-  }
-  reply.code(r.status);
+    if (r.status === 401) reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`);
+    reply.code(r.status);
+    if (r.status === 401 || r.status === 429 || r.status === 431) return reply.send({ message: r.message });
+    return reply.send(shape.body(r));
+  };
+}
 
-  if (r.status === 401 || r.status === 429 || r.status === 431) return reply.send({ message: r.message });
-  if (family === 'payments') {
-    if (r.status === 400) {
-      return reply.send({
-        success: false,
-        error: { name: 'ZodError', issues: r.issues ?? [{ code: 'custom', message: r.message, path: [] }] },
-      });
-    }
-    return reply.send({ code: PAYMENT_CODES[r.status] ?? 'ERROR', message: r.message, status: r.status });
-  }
-  if (family === 'asset-management') {
-    if (r.status === 403) return reply.send({ message: r.message });
+function logUnavailable(request: FastifyRequest, error: ServiceUnavailableError) {
+  request.log.warn({ err: loggableError(error.cause ?? error) }, 'request failed: service unavailable');
+}
+
+export const renderPaymentsError = familyRenderer({
+  unavailable: (error) => ({ code: PAYMENT_CODES[503], message: error.message, status: 503 }),
+  body: (r) =>
+    r.status === 400
+      ? { success: false, error: { name: 'ZodError', issues: r.issues ?? [{ code: 'custom', message: r.message, path: [] }] } }
+      : { code: PAYMENT_CODES[r.status] ?? 'ERROR', message: r.message, status: r.status },
+});
+
+export const renderAssetManagementError = familyRenderer({
+  unavailable: (error) => ({ type: ASSET_TYPES[503], code: error.code, message: error.message }),
+  body: (r) => {
+    if (r.status === 403) return { message: r.message };
     const defaultCode = r.status === 400 ? 'INVALID_REQUEST_PARAMETERS' : r.status === 500 ? 'INTERNAL_SERVER_ERROR' : 'NOT_FOUND';
-    return reply.send({
-      type: ASSET_TYPES[r.status] ?? 'ERROR',
-      code: r.status === 500 ? 'INTERNAL_SERVER_ERROR' : (r.code ?? defaultCode),
-      message: r.message,
-    });
+    return { type: ASSET_TYPES[r.status] ?? 'ERROR', code: r.status === 500 ? 'INTERNAL_SERVER_ERROR' : (r.code ?? defaultCode), message: r.message };
+  },
+});
+
+export const renderPlainError = familyRenderer({
+  unavailable: (error) => ({ message: error.message }),
+  body: (r) => ({ message: r.message }),
+});
+
+// The token endpoint answers RFC 6749 §5.2 bodies, and RFC 6749's temporarily_unavailable for a
+// 503. §5.2 names bodies for 400 and 401 only: 408, 429 and 500 keep their own status and the
+// { message } body (a throttled token request is not an invalid_request).
+export const renderOAuthError: ErrorRenderer = (error, request, reply) => {
+  const unavailable = classifyDatabaseError(error);
+  if (unavailable) {
+    logUnavailable(request, unavailable);
+    return reply
+      .code(503)
+      .header('retry-after', String(unavailable.retryAfterSeconds))
+      .header('cache-control', 'no-store')
+      .send({ error: 'temporarily_unavailable', error_description: unavailable.message });
   }
-  return reply.send({ message: r.message });
+  let oauth: OAuthError;
+  if (error instanceof OAuthError) oauth = error;
+  else {
+    const r = render(error);
+    if ([500, 429, 408].includes(r.status)) return renderPlainError(error, request, reply);
+    oauth = new OAuthError('invalid_request', r.message);
+  }
+  if (oauth.statusCode === 401) reply.header('www-authenticate', oauth.basicChallenge ? 'Basic realm="oauth"' : 'Bearer');
+  return reply
+    .code(oauth.statusCode)
+    .header('cache-control', 'no-store')
+    .send({ error: oauth.error, error_description: cut(oauth.description, 1000) });
+};
+
+const RENDERERS: Record<Family, ErrorRenderer> = {
+  payments: renderPaymentsError,
+  'asset-management': renderAssetManagementError,
+  oauth: renderOAuthError,
+  plain: renderPlainError,
+};
+
+// Each family's plugin renders the errors of its own routes. What reaches the root instead failed
+// before any route was matched (or belongs to no family), so only its URL can name the family.
+function renderByUrl(error: unknown, request: FastifyRequest, reply: FastifyReply) {
+  return RENDERERS[familyOf(request)](error, request, reply);
 }
 
 // Fastify's own early answers (a URL that does not decode, an over-long path parameter) take
 // the same shapes as every other error.
 export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-  return send(request, reply, error);
+  return renderByUrl(error, request, reply);
 }
 
 // The request whose headers last arrived on each socket: when the HTTP server gives up on a
 // socket, this tells whether the URL (hence the family) is known and the answer still unsent.
 const arrived = new WeakMap<Socket, { req: IncomingMessage; answered: () => boolean }>();
 
-// Renders an error through send() for a socket that has no Fastify reply, as HTTP/1.1 text.
+// Renders an error through renderByUrl() for a socket that has no Fastify reply, as HTTP/1.1 text.
 function renderForSocket(url: string | null, error: EarlyError, log: FastifyInstance['log']): string {
   let status = 500;
   const headers: Record<string, string> = {};
@@ -224,7 +257,7 @@ function renderForSocket(url: string | null, error: EarlyError, log: FastifyInst
       return reply;
     },
   };
-  send({ url: url ?? '', log } as FastifyRequest, reply as unknown as FastifyReply, error);
+  renderByUrl(error, { url: url ?? '', log } as FastifyRequest, reply as unknown as FastifyReply);
   const lines = [
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`,
     'content-type: application/json; charset=utf-8',
@@ -257,7 +290,7 @@ export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: 
 }
 
 async function errorHandlerPlugin(app: FastifyInstance) {
-  app.setErrorHandler((error, request, reply) => send(request, reply, error));
+  app.setErrorHandler(renderByUrl);
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send({ message: `Route ${request.method} ${request.url.split('?')[0]} not found` });
   });

@@ -154,6 +154,6 @@ describe('external identity provider (AUTH_JWKS_URL)', () => {
     expect(Object.keys(token.json() as object)).toEqual(['message']);
     expect((await t.app.inject({ url: '/.well-known/jwks.json' })).statusCode).toBe(404);
     expect((await t.app.inject({ url: '/.well-known/oauth-authorization-server' })).statusCode).toBe(404);
-    expect(t.app.services.tokens).toBeNull();
+    expect(t.app.auth.tokens).toBeNull();
   });
 });

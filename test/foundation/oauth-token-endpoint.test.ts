@@ -227,6 +227,31 @@ describe('embedded OAuth 2.0 token endpoint', () => {
       expectOAuthError(await tokenRequest({ grant_type: 'client_credentials', audience: 'another-api' }, auth), 400, 'invalid_request');
     });
 
+    // The route's Zod schema validates every parameter; its issues map to RFC 6749 §5.2 codes.
+    it('400 unsupported_grant_type only when the grant type is the one problem; invalid_request for anything malformed', async () => {
+      const auth = { authorization: basic(reader.clientId, reader.clientSecret) };
+      expectOAuthError(await tokenRequest('grant_type=authorization_code&code=x', auth), 400, 'unsupported_grant_type');
+      expectOAuthError(await tokenRequest({ grant_type: 'refresh_token', refresh_token: 'x' }, auth), 400, 'unsupported_grant_type');
+      for (const payload of ['grant_type=', 'grant_type=password&scope=a%01b', 'grant_type=password&scope=a&scope=b']) {
+        expectOAuthError(await tokenRequest(payload, auth), 400, 'invalid_request');
+      }
+      for (const payload of [[], 'client_credentials', { grant_type: 5 }, { grant_type: 'password', audience: { x: 1 } }]) {
+        expectOAuthError(await tokenRequest(JSON.stringify(payload), { ...auth, 'content-type': 'application/json' }), 400, 'invalid_request');
+      }
+      const res = await tokenRequest('grant_type=password', auth);
+      expect(res.json()).toEqual({ error: 'unsupported_grant_type', error_description: 'only the client_credentials grant is supported' });
+    });
+
+    // RFC 6749 §3.2: no parameter repeats, those the endpoint ignores included.
+    it('400 invalid_request for a repeated or non-string parameter the endpoint does not use', async () => {
+      const auth = { authorization: basic(reader.clientId, reader.clientSecret) };
+      expectOAuthError(await tokenRequest('grant_type=client_credentials&resource=a&resource=b', auth), 400, 'invalid_request');
+      expectOAuthError(await tokenRequest({ grant_type: 'client_credentials', resource: ['a'] }, auth), 400, 'invalid_request');
+      expectOAuthError(await tokenRequest(`grant_type=client_credentials&resource=${'a'.repeat(1025)}`, auth), 400, 'invalid_request');
+      // control: an ignored parameter that is one short string is ignored
+      expect((await tokenRequest('grant_type=client_credentials&resource=a', auth)).statusCode).toBe(200);
+    });
+
     it('400 invalid_scope for a scope the client lacks and for an unknown scope', async () => {
       const auth = { authorization: basic(reader.clientId, reader.clientSecret) };
       expectOAuthError(await tokenRequest('grant_type=client_credentials&scope=write%3Aasset', auth), 400, 'invalid_scope');

@@ -449,6 +449,45 @@ describe('JWKS key resolver (external identity provider)', () => {
     expect(hits).toBeLessThanOrEqual(1);
   });
 
+  // An outage of the identity provider must not lock every client out: the keys fetched before
+  // keep verifying the tokens they signed, past the cache TTL, while refreshes fail.
+  it('keeps accepting tokens signed with a known key when the JWKS endpoint starts failing (500, then connection refused)', async () => {
+    let failing = false;
+    let fetches = 0;
+    const idp = createServer((_req, res) => {
+      fetches++;
+      if (failing) res.writeHead(500).end('down');
+      else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
+    });
+    await new Promise<void>((resolve) => idp.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(idp.address() as AddressInfo).port}/jwks`;
+    // Each token differs (jti), so fast-jwt's cache of verified tokens cannot answer for the keys.
+    const token = () =>
+      `Bearer ${createSigner({ key: signer.privatePem, algorithm: 'ES256', kid: 'key-1', iss: 'https://idp.example', aud: 'api', expiresIn: 300_000 })({ scope: 'read:sessionpayment', jti: randomUUID() })}`;
+    const app = await createProbeApp({
+      env: { AUTH_JWKS_URL: url, AUTH_ISSUER: 'https://idp.example', AUTH_AUDIENCE: 'api', AUTH_JWKS_CACHE_TTL_SECONDS: '1', AUTH_JWKS_REFETCH_INTERVAL_SECONDS: '0' },
+    });
+    const probe = async () => (await app.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: token() } })).statusCode;
+    try {
+      expect(await probe()).toBe(200);
+      expect(fetches).toBe(1);
+      failing = true;
+      // past the TTL: the next verification refreshes the keys, and the refresh fails
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      expect(await probe()).toBe(200);
+      expect(fetches).toBe(2);
+      idp.closeAllConnections();
+      await new Promise((resolve) => idp.close(resolve));
+      expect(await probe()).toBe(200);
+      // an unknown key is still refused while the keys cannot be refreshed
+      const forged = createSigner({ key: signer.privatePem, algorithm: 'ES256', kid: 'key-9', iss: 'https://idp.example', aud: 'api', expiresIn: 300_000 });
+      expectBearer401(await app.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: `Bearer ${forged({ scope: 'read:sessionpayment' })}` } }));
+    } finally {
+      await app.close();
+      if (idp.listening) await new Promise((resolve) => idp.close(resolve));
+    }
+  });
+
   it('answers 401 { message } over HTTP when the JWKS endpoint fails or is unreachable, never 500', async () => {
     const token = `Bearer ${createSigner({ key: signer.privatePem, algorithm: 'ES256', kid: 'key-1', iss: 'https://idp.example', aud: 'api', expiresIn: 300_000 })({ scope: 'read:sessionpayment' })}`;
     const closed = createServer();

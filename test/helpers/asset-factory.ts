@@ -94,7 +94,7 @@ export async function siblingApp(t: TestApp, env: Record<string, string>): Promi
   return {
     app,
     bearer({ scopes, network, admin, clientId }) {
-      const { access_token } = app.services.tokens!.issue({ clientId: clientId ?? 'cli_test', scopes, network: network ?? null, isAdmin: admin ?? false });
+      const { access_token } = app.auth.tokens!.issue({ clientId: clientId ?? 'cli_test', scopes, network: network ?? null, isAdmin: admin ?? false });
       return `Bearer ${access_token}`;
     },
     close: () => app.close(),

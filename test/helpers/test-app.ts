@@ -64,7 +64,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     config,
     database,
     bearer({ scopes, network, admin, clientId }) {
-      const tokens = app.services.tokens;
+      const tokens = app.auth.tokens;
       if (!tokens) throw new Error('bearer() needs the embedded issuer');
       const { access_token } = tokens.issue({ clientId: clientId ?? 'cli_test', scopes, network: network ?? null, isAdmin: admin ?? false });
       return `Bearer ${access_token}`;
