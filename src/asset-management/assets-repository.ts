@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
-import { assetPasswordChanges, assets } from './asset-management-schema.js';
+import { assetPasswordChanges, assets } from './asset-management-tables.js';
 
 export type AssetRow = typeof assets.$inferSelect;
 export type NewAssetRow = typeof assets.$inferInsert;

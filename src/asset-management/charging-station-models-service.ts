@@ -2,7 +2,7 @@ import type { Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/database.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { ConnectorRecord } from './asset-management-schema.js';
+import type { ConnectorRecord } from './asset-management-tables.js';
 import type { ChargingStationModel, ConnectionType, ConnectorFormat, CreateChargingStationModelInput } from './asset-management-schemas.js';
 import {
   VENDOR_MODEL_UNIQUE,

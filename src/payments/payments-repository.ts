@@ -1,7 +1,7 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.js';
 import type { BillingInput, BillingResult } from './billing.js';
-import { sessionPayments } from './payments-schema.js';
+import { sessionPayments } from './payments-tables.js';
 
 export type SessionPaymentRow = typeof sessionPayments.$inferSelect;
 export type NewSessionPaymentRow = typeof sessionPayments.$inferInsert;

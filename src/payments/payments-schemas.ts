@@ -6,7 +6,7 @@ import { MAX_ISSUES } from '../errors.js';
 import { identifierSchema } from '../identifier-schemas.js';
 import { LISTED_ID, MAX_ID_LENGTH, UNLISTED_ID, exceedsIdLength, splitList } from '../identifiers.js';
 import { MAX_AMOUNT, isActiveCurrency } from './billing.js';
-import { sessionPayments } from './payments-schema.js';
+import { sessionPayments } from './payments-tables.js';
 
 export const MAX_SESSION_IDS = 100;
 export const MAX_SITE_PARTNERS = 50;

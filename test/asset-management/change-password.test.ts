@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { asc, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-schema.js';
+import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-tables.js';
 import { updateAssetPassword } from '../../src/asset-management/assets-repository.js';
 import { changeAssetPassword, verifyAssetPassword } from '../../src/asset-management/assets-service.js';
 import { HASH_CONCURRENCY, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';

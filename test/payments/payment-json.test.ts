@@ -8,7 +8,7 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedDemoData } from '../../src/payments/demo-data.js';
 import { listPaymentsJson } from '../../src/payments/payments-repository.js';
-import { sessionPayments } from '../../src/payments/payments-schema.js';
+import { sessionPayments } from '../../src/payments/payments-tables.js';
 import { PAYMENT_TYPES, recordBodySchema, type RecordPaymentBody, type SessionPayment } from '../../src/payments/payments-schemas.js';
 import { recordSessionPayment } from '../../src/payments/payments-service.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
