@@ -3,7 +3,7 @@ import { isUniqueViolation } from '../db/database.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { ConnectorRecord } from './asset-management-tables.js';
-import type { ChargingStationModel, ConnectionType, ConnectorFormat, CreateChargingStationModelInput } from './asset-management-schemas.js';
+import type { ChargingStationModel, CreateChargingStationModelInput } from './asset-management-schemas.js';
 import {
   VENDOR_MODEL_UNIQUE,
   archiveChargingStationModel,
@@ -49,9 +49,8 @@ export function toChargingStationModel(row: ChargingStationModelRow): ChargingSt
     // jsonb reorders keys, so the spec's field order is rebuilt here.
     connectors: row.connectors.map((c) => ({
       id: c.id,
-      // The column holds only what the request schema let through.
-      ...(c.connectionType !== undefined ? { connectionType: c.connectionType as ConnectionType } : {}),
-      ...(c.format !== undefined ? { format: c.format as ConnectorFormat } : {}),
+      ...(c.connectionType !== undefined ? { connectionType: c.connectionType } : {}),
+      ...(c.format !== undefined ? { format: c.format } : {}),
       maxAmperage: c.maxAmperage,
       maxVoltage: c.maxVoltage,
       maxPowerWatts: c.maxPowerWatts,

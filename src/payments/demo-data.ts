@@ -4,7 +4,8 @@
 import type { Db } from '../db/database.js';
 import { ConflictError } from '../errors.js';
 import type { TaxConfig } from './billing.js';
-import { PAYMENT_TYPES, type RecordPaymentInput, type SessionPayment } from './payments-schemas.js';
+import type { RecordPaymentInput, SessionPayment } from './payments-schemas.js';
+import { PAYMENT_TYPES } from './payments-tables.js';
 import { collectSessionPayment, recordSessionPayment } from './payments-service.js';
 
 interface Location {
