@@ -4,6 +4,7 @@ import { findPgError, isUniqueViolation } from '../db/database.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { ID_PATTERN, type Asset, type CreateAssetInput } from './asset-management-schemas.js';
+import type { SecurityProfile } from './asset-management-tables.js';
 import {
   ASSETS_PKEY,
   findAsset,
@@ -49,7 +50,7 @@ function invalidField(field: string, message: string): BadRequestError {
 
 export async function createAsset(
   db: Executor,
-  deps: { minSecurityProfile: 1 | 2 | 3 },
+  deps: { minSecurityProfile: SecurityProfile },
   actor: Actor,
   input: CreateAssetInput,
 ): Promise<Asset> {

@@ -2,7 +2,7 @@ import type { Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/database.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { ConnectorRecord } from './asset-management-tables.js';
+import type { ConnectorRecord, SecurityProfile } from './asset-management-tables.js';
 import type { ChargingStationModel, CreateChargingStationModelInput } from './asset-management-schemas.js';
 import {
   VENDOR_MODEL_UNIQUE,
@@ -67,7 +67,7 @@ export function toChargingStationModel(row: ChargingStationModelRow): ChargingSt
 
 export async function createChargingStationModel(
   db: Executor,
-  deps: { minSecurityProfile: 1 | 2 | 3 },
+  deps: { minSecurityProfile: SecurityProfile },
   input: CreateChargingStationModelInput,
 ): Promise<ChargingStationModel> {
   const ocppUrl = input.configurationKeys?.ocppUrl ?? null;
