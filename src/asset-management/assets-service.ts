@@ -3,6 +3,7 @@ import type { Db, Executor } from '../db/database.js';
 import { findPgError, isUniqueViolation } from '../db/database.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
+import { coversNetwork, type NetworkScope } from '../network-scope.js';
 import { ID_PATTERN, type Asset, type CreateAssetInput } from './asset-management-schemas.js';
 import type { SecurityProfile } from './asset-management-tables.js';
 import {
@@ -22,7 +23,7 @@ import { generatePassword, hashPassword, passwordProblem, verifyPassword, type S
 export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
 export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
 
-type Actor = Pick<Principal, 'clientId' | 'network'>;
+type Actor = NetworkScope & Pick<Principal, 'clientId'>;
 
 export function toAsset(row: AssetRow): Asset {
   // Built field by field: the row carries the password hash, which must never be answered.
@@ -54,7 +55,7 @@ export async function createAsset(
   actor: Actor,
   input: CreateAssetInput,
 ): Promise<Asset> {
-  if (actor.network !== null && input.network !== actor.network) {
+  if (!coversNetwork(actor, input.network)) {
     // A 403, not a 404: the caller named the network, so refusing it reveals nothing.
     throw new ForbiddenError('Access token is scoped to another network and may only create assets in its own network');
   }
@@ -103,20 +104,20 @@ export async function createAsset(
 }
 
 export async function getAsset(db: Executor, actor: Actor, id: string): Promise<Asset> {
-  const row = await findAsset(db, id, actor.network);
+  const row = await findAsset(db, actor, id);
   if (!row) throw assetNotFound(id);
   return toAsset(row);
 }
 
 export async function listAssetsPage(db: Executor, actor: Actor, options: PageOptions & { network?: string | undefined }): Promise<Page<Asset>> {
   // A scoped token asking for another network gets an empty page, not an error: no hint it exists.
-  if (actor.network !== null && options.network !== undefined && options.network !== actor.network) {
+  if (options.network !== undefined && !coversNetwork(actor, options.network)) {
     return { items: [], hasMore: false };
   }
-  const rows = await listAssets(db, {
+  // The caller's network, narrowed to the one asked for.
+  const rows = await listAssets(db, { network: actor.network ?? options.network ?? null }, {
     limit: options.limit + 1,
     startingAfter: options.startingAfter,
-    network: actor.network ?? options.network ?? null,
   });
   return { items: rows.slice(0, options.limit).map(toAsset), hasMore: rows.length > options.limit };
 }
@@ -134,7 +135,7 @@ export async function changeAssetPassword(
   actor: Actor,
   input: { id: string; password?: string | undefined },
 ): Promise<PasswordChangeResult> {
-  const asset = await findAsset(db, input.id, actor.network);
+  const asset = await findAsset(db, actor, input.id);
   if (!asset) throw assetNotFound(input.id);
   if (asset.securityProfile === 3) {
     throw new ConflictError(

@@ -176,14 +176,14 @@ describe('demo-data command', () => {
     expect(printed).toContain("curl -s -H \"Authorization: Bearer $ACCESS_TOKEN\" 'http://127.0.0.1:3000/payments/v1/session-payments?sessionIds=ses_demo_");
 
     const shown = /sessionIds=([^']+)'/.exec(printed)?.[1]?.split(',') ?? [];
-    const shownPayments = JSON.parse(await listPaymentsJson(t.database.db, shown, null)) as SessionPayment[];
+    const shownPayments = JSON.parse(await listPaymentsJson(t.database.db, { network: null }, shown)) as SessionPayment[];
     expect(shownPayments).toHaveLength(shown.length);
     expect(new Set(shownPayments.map((p) => p.status))).toEqual(new Set(['PENDING', 'COLLECTED']));
 
     const second = await seedDemoData(t.database.db, () => {});
     expect(second).toEqual({ recorded: 0, collected: 0, skipped: first.recorded, sessions: first.sessions });
 
-    const payments = JSON.parse(await listPaymentsJson(t.database.db, first.sessions.slice(0, 100), null)) as SessionPayment[];
+    const payments = JSON.parse(await listPaymentsJson(t.database.db, { network: null }, first.sessions.slice(0, 100))) as SessionPayment[];
     expect(payments).toHaveLength(Math.min(100, first.sessions.length));
     expect(new Set(payments.map((p) => p.paymentType))).toEqual(new Set(PAYMENT_TYPES));
     expect(new Set(payments.map((p) => p.network)).size).toBeGreaterThanOrEqual(3);
