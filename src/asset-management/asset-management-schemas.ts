@@ -105,19 +105,29 @@ export const chargingStationModelOutput = z.object({
 
 export type ChargingStationModel = z.output<typeof chargingStationModelOutput>;
 
+export const DEFAULT_PAGE_SIZE = 20;
+
 export const pageQuery = z
   .object({
+    // Digits only: z.coerce.number() would also take " 5", "5.0" and "0x10".
     limit: z
       .string()
       .regex(/^(100|[1-9][0-9]?)$/, 'must be an integer from 1 to 100')
-      .optional()
-      .describe('1 to 100, default 20'),
+      .transform(Number)
+      .default(DEFAULT_PAGE_SIZE)
+      .describe(`1 to 100, default ${DEFAULT_PAGE_SIZE}`),
     startingAfter: idSchema.optional().describe('the last id of the previous page'),
   })
   .strict();
 
 export const listChargingStationModelsQuery = pageQuery
-  .extend({ includeArchived: z.enum(['true', 'false']).optional().describe('default false') })
+  .extend({
+    includeArchived: z
+      .enum(['true', 'false'])
+      .transform((value) => value === 'true')
+      .default(false)
+      .describe('default false'),
+  })
   .strict();
 
 export const listAssetsQuery = pageQuery.extend({ network: networkSchema.optional().describe('only this network\'s assets') }).strict();

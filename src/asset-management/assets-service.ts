@@ -16,8 +16,9 @@ import {
   updateAssetPassword,
   type AssetRow,
 } from './assets-repository.js';
-import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl, type Page, type PageOptions } from './charging-station-models-service.js';
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
+import { paginate, rowsToFetch, type Page, type PageOptions } from './paging.js';
+import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl } from './security-profiles.js';
 import { generatePassword, hashPassword, passwordProblem, verifyPassword, type ScryptParams } from './passwords.js';
 
 export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
@@ -116,10 +117,10 @@ export async function listAssetsPage(db: Executor, actor: Actor, options: PageOp
   }
   // The caller's network, narrowed to the one asked for.
   const rows = await listAssets(db, { network: actor.network ?? options.network ?? null }, {
-    limit: options.limit + 1,
+    limit: rowsToFetch(options),
     startingAfter: options.startingAfter,
   });
-  return { items: rows.slice(0, options.limit).map(toAsset), hasMore: rows.length > options.limit };
+  return paginate(rows, options.limit, toAsset);
 }
 
 export interface PasswordChangeResult {
