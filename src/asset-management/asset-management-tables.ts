@@ -53,7 +53,6 @@ export const CONNECTION_TYPES = [
 // OCPI 2.2.1 ConnectorFormat.
 export const CONNECTOR_FORMATS = ['SOCKET', 'CABLE'] as const;
 
-export type PowerType = (typeof POWER_TYPES)[number];
 export type OcppVersion = (typeof OCPP_VERSIONS)[number];
 export type SecurityProfile = (typeof SECURITY_PROFILES)[number];
 export type ConnectionType = (typeof CONNECTION_TYPES)[number];

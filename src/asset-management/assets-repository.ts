@@ -32,12 +32,6 @@ export async function listAssets(
     .limit(options.limit);
 }
 
-// Not network-scoped: a connecting station presents only its identity, not a network.
-export async function findPasswordHash(db: Executor, id: string): Promise<string | null | undefined> {
-  const [row] = await db.select({ passwordHash: assets.passwordHash }).from(assets).where(eq(assets.id, id)).limit(1);
-  return row?.passwordHash;
-}
-
 export async function updateAssetPassword(
   db: Executor,
   change: { id: string; network: string; passwordHash: string },

@@ -4,12 +4,11 @@ import { findPgError, isUniqueViolation } from '../db/database.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { coversNetwork, type NetworkScope } from '../network-scope.js';
-import { ID_PATTERN, type Asset, type CreateAssetInput } from './asset-management-schemas.js';
+import type { Asset, CreateAssetInput } from './asset-management-schemas.js';
 import type { SecurityProfile } from './asset-management-tables.js';
 import {
   ASSETS_PKEY,
   findAsset,
-  findPasswordHash,
   insertAsset,
   insertPasswordChange,
   listAssets,
@@ -19,7 +18,7 @@ import {
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
 import { paginate, rowsToFetch, type Page, type PageOptions } from './paging.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl } from './security-profiles.js';
-import { generatePassword, hashPassword, passwordProblem, verifyPassword, type ScryptParams } from './passwords.js';
+import { generatePassword, hashPassword, passwordProblem, type ScryptParams } from './passwords.js';
 
 export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
 export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
@@ -177,24 +176,4 @@ export async function changeAssetPassword(
     passwordChangedAt: changedAt.toISOString(),
     ...(generated ? { password } : {}),
   };
-}
-
-let dummyHash: Promise<string> | undefined;
-
-// A hash of nothing anyone knows, so an unknown asset costs the same scrypt run as a known one.
-function timingDummyHash(): Promise<string> {
-  dummyHash ??= hashPassword(generatePassword('2.0.1'));
-  return dummyHash;
-}
-
-// For the station-connection layer: true only when the asset exists, has a password, and it matches.
-// Unknown ids and assets without a password take as long as a wrong password, so response timing
-// does not reveal which ids exist.
-export async function verifyAssetPassword(db: Db, assetId: string, password: string): Promise<boolean> {
-  const hash = typeof assetId === 'string' && ID_PATTERN.test(assetId) ? await findPasswordHash(db, assetId) : undefined;
-  if (typeof hash !== 'string' || typeof password !== 'string') {
-    await verifyPassword(typeof password === 'string' ? password : '', await timingDummyHash());
-    return false;
-  }
-  return verifyPassword(password, hash);
 }

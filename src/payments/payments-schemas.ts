@@ -175,7 +175,6 @@ export const recordBodySchema = z
   });
 
 export type RecordPaymentInput = z.output<typeof recordBodySchema>;
-export type RecordPaymentBody = z.input<typeof recordBodySchema>;
 
 // Fastify hands the validator null when a request has no body at all.
 export const collectBodySchema = z

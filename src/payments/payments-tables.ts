@@ -6,9 +6,6 @@ import { isOneOf } from '../db/checks.js';
 export const PAYMENT_STATUSES = ['PENDING', 'COLLECTED'] as const;
 export const PAYMENT_TYPES = ['GUEST', 'PAYMENT_TERMINAL', 'ROAMING', 'FREE', 'UNKNOWN', 'DRIVER_ACCOUNT'] as const;
 
-export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
-export type PaymentType = (typeof PAYMENT_TYPES)[number];
-
 export const sessionPayments = pgTable(
   'session_payments',
   {

@@ -9,10 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedDemoData } from '../../src/payments/demo-data.js';
 import { listPaymentsJson } from '../../src/payments/payments-repository.js';
 import { PAYMENT_TYPES, sessionPayments } from '../../src/payments/payments-tables.js';
-import { recordBodySchema, type RecordPaymentBody, type SessionPayment } from '../../src/payments/payments-schemas.js';
+import { recordBodySchema, type SessionPayment } from '../../src/payments/payments-schemas.js';
 import { recordSessionPayment } from '../../src/payments/payments-service.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
-import { RECORD_URL, collectUrl, listPayments, oneUrl, paymentBody, reader, writer } from '../helpers/payments-factory.js';
+import { RECORD_URL, collectUrl, listPayments, oneUrl, paymentBody, reader, writer, type RecordPaymentBody } from '../helpers/payments-factory.js';
 import { toSessionPayment } from '../helpers/session-payment-oracle.js';
 
 let t: TestApp;
