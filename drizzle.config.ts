@@ -1,8 +1,8 @@
 import { defineConfig } from 'drizzle-kit';
 
-// Each area owns its tables; the files import nothing but drizzle-orm so drizzle-kit can load them.
+// Each area owns its tables in a `*-tables.ts` file; drizzle-kit loads every one of them.
 export default defineConfig({
   dialect: 'postgresql',
-  schema: ['./src/auth/auth-schema.ts', './src/payments/payments-schema.ts', './src/asset-management/asset-management-schema.ts'],
+  schema: './src/**/*-tables.ts',
   out: './migrations',
 });

@@ -425,9 +425,9 @@ async function serviceListSql(): Promise<{ all: string; network: string } | stri
     const client = new PGlite();
     try {
       const db = drizzle(client, { schema, logger: { logQuery: (q: string) => void captured.push(q) } });
-      const list = repo.listPaymentsJson as (db: unknown, ids: string[], network: string | null) => Promise<string>;
-      await list(db, ['x'], null).catch(() => undefined);
-      await list(db, ['x'], 'n').catch(() => undefined);
+      const list = repo.listPaymentsJson as (db: unknown, scope: { network: string | null }, ids: string[]) => Promise<string>;
+      await list(db, { network: null }, ['x']).catch(() => undefined);
+      await list(db, { network: 'n' }, ['x']).catch(() => undefined);
     } finally {
       await client.close();
     }

@@ -3,7 +3,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { ClientInputError, createClient, listClients, revokeClient } from './auth/clients-service.js';
 import { parseScopeList } from './auth/scopes.js';
-import { seedDemoData } from './payments/demo-data.js';
+import { seedDemoData } from './cli/demo-data.js';
 
 const USAGE = `usage:
   cli clients create --name NAME --scopes "read:sessionpayment write:asset" [--network ID] [--admin]

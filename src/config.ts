@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SECURITY_PROFILES } from './asset-management/asset-management-tables.js';
 
 const booleanString = z
   .enum(['true', 'false', '1', '0'])
@@ -31,66 +32,23 @@ const envSchema = z.object({
   AUTH_JWKS_REFETCH_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
   // Contract §9: a revoked client's tokens stop working within 30 s.
   AUTH_REVOCATION_REFRESH_SECONDS: z.coerce.number().int().min(1).max(30).default(10),
-  OCPP_MIN_SECURITY_PROFILE: z.coerce.number().int().min(1).max(3).default(2),
+  OCPP_MIN_SECURITY_PROFILE: z.coerce.number().int().min(1).max(3).pipe(z.literal(SECURITY_PROFILES)).default(2),
   RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(6000),
   RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).default(60),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+  // Longest time for a request's headers and body to arrive (never bounds a handler's work).
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
 });
 
-export type Env = z.infer<typeof envSchema>;
-
-export interface AppConfig {
-  env: Env['NODE_ENV'];
-  host: string;
-  port: number;
-  logLevel: Env['LOG_LEVEL'];
-  trustProxy: boolean;
-  database: {
-    url?: string | undefined;
-    poolMax: number;
-    dataDir: string;
-    statementTimeoutMs: number;
-    acquireTimeoutMs: number;
-  };
-  auth: {
-    mode: 'embedded' | 'external';
-    jwksUrl?: string | undefined;
-    issuer: string;
-    audience: string;
-    networkClaim: string;
-    rolesClaim: string;
-    tokenTtlSeconds: number;
-    signingAlg: 'ES256' | 'RS256';
-    jwksCacheTtlSeconds: number;
-    jwksRefetchIntervalSeconds: number;
-    revocationRefreshSeconds: number;
-  };
-  ocppMinSecurityProfile: 1 | 2 | 3;
-  rateLimit: { max: number; windowSeconds: number; redisUrl?: string | undefined };
-  shutdownTimeoutMs: number;
-  // Longest time for a request's headers and body to arrive (never bounds a handler's work).
-  requestTimeoutMs: number;
-}
-
-export class ConfigError extends Error {}
-
 const DEFAULT_AUDIENCE = 'charging-network-api';
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
-  // Empty strings in .env files mean "unset", not "invalid".
-  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
-  const parsed = envSchema.safeParse(cleaned);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const name = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(`invalid configuration: ${name}: ${issue.message}`);
-  }
-  const e = parsed.data;
+// The application's view of the environment: AppConfig is whatever this returns.
+const configSchema = envSchema.transform((e, ctx) => {
   const external = e.AUTH_JWKS_URL !== undefined;
   if (external && !e.AUTH_ISSUER) {
-    throw new ConfigError('invalid configuration: AUTH_ISSUER: required when AUTH_JWKS_URL is set');
+    ctx.addIssue({ code: 'custom', path: ['AUTH_ISSUER'], message: 'required when AUTH_JWKS_URL is set' });
+    return z.NEVER;
   }
   return {
     env: e.NODE_ENV,
@@ -106,7 +64,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       acquireTimeoutMs: e.DATABASE_ACQUIRE_TIMEOUT_MS,
     },
     auth: {
-      mode: external ? 'external' : 'embedded',
+      mode: external ? ('external' as const) : ('embedded' as const),
       jwksUrl: e.AUTH_JWKS_URL,
       issuer: e.AUTH_ISSUER ?? `http://localhost:${e.PORT}`,
       audience: e.AUTH_AUDIENCE ?? DEFAULT_AUDIENCE,
@@ -118,9 +76,26 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       jwksRefetchIntervalSeconds: e.AUTH_JWKS_REFETCH_INTERVAL_SECONDS,
       revocationRefreshSeconds: e.AUTH_REVOCATION_REFRESH_SECONDS,
     },
-    ocppMinSecurityProfile: e.OCPP_MIN_SECURITY_PROFILE as 1 | 2 | 3,
+    ocppMinSecurityProfile: e.OCPP_MIN_SECURITY_PROFILE,
     rateLimit: { max: e.RATE_LIMIT_MAX, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, redisUrl: e.REDIS_URL },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
   };
+});
+
+export type AppConfig = z.output<typeof configSchema>;
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  // Empty strings in .env files mean "unset", not "invalid".
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = configSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    // One line naming one variable, never the value (it may hold a secret).
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(`invalid configuration: ${name}: ${issue.message}`);
+  }
+  return parsed.data;
 }

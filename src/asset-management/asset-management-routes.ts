@@ -23,7 +23,6 @@ import type { ScryptParams } from './passwords.js';
 import { archiveModel, createChargingStationModel, getChargingStationModel, listModels } from './charging-station-models-service.js';
 
 const tags = ['asset-management'];
-const DEFAULT_PAGE_SIZE = 20;
 
 // 401 and 403 are `{ message }`; everything else in this family is `{ type, code, message }`.
 const errors = { 400: errorBody, 401: messageBody, 403: messageBody, 500: errorBody } as const;
@@ -78,13 +77,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       },
     },
     async (request) => {
-      const q = request.query;
-      const result = await listModels(db, {
-        limit: q.limit !== undefined ? Number(q.limit) : DEFAULT_PAGE_SIZE,
-        startingAfter: q.startingAfter,
-        includeArchived: q.includeArchived === 'true',
-      });
-      return { data: result };
+      return { data: await listModels(db, request.query) };
     },
   );
 
@@ -146,13 +139,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       },
     },
     async (request) => {
-      const q = request.query;
-      const result = await listAssetsPage(db, request.principal, {
-        limit: q.limit !== undefined ? Number(q.limit) : DEFAULT_PAGE_SIZE,
-        startingAfter: q.startingAfter,
-        network: q.network,
-      });
-      return { data: result };
+      return { data: await listAssetsPage(db, request.principal, request.query) };
     },
   );
 

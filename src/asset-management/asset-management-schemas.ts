@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { identifierSchema, nameSchema } from '../identifier-schemas.js';
 import { LISTED_ID } from '../identifiers.js';
+import { CONNECTION_TYPES, CONNECTOR_FORMATS, OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from './asset-management-tables.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
 // Every object is strict: a misspelt optional field must be a 400, never silently ignored.
 
@@ -27,56 +28,6 @@ function absoluteUrl(schemes: readonly string[]) {
 }
 
 export const OCPP_URL_MAX = 500;
-
-export const POWER_TYPES = ['AC_1_PHASE', 'AC_3_PHASE', 'DC'] as const;
-
-// OCPI 2.2.1 ConnectorType.
-export const CONNECTION_TYPES = [
-  'CHADEMO',
-  'CHAOJI',
-  'DOMESTIC_A',
-  'DOMESTIC_B',
-  'DOMESTIC_C',
-  'DOMESTIC_D',
-  'DOMESTIC_E',
-  'DOMESTIC_F',
-  'DOMESTIC_G',
-  'DOMESTIC_H',
-  'DOMESTIC_I',
-  'DOMESTIC_J',
-  'DOMESTIC_K',
-  'DOMESTIC_L',
-  'GBT_AC',
-  'GBT_DC',
-  'IEC_60309_2_single_16',
-  'IEC_60309_2_three_16',
-  'IEC_60309_2_three_32',
-  'IEC_60309_2_three_64',
-  'IEC_62196_T1',
-  'IEC_62196_T1_COMBO',
-  'IEC_62196_T2',
-  'IEC_62196_T2_COMBO',
-  'IEC_62196_T3A',
-  'IEC_62196_T3C',
-  'NEMA_5_20',
-  'NEMA_6_30',
-  'NEMA_6_50',
-  'NEMA_10_30',
-  'NEMA_10_50',
-  'NEMA_14_30',
-  'NEMA_14_50',
-  'PANTOGRAPH_BOTTOM_UP',
-  'PANTOGRAPH_TOP_DOWN',
-  'TESLA_R',
-  'TESLA_S',
-] as const;
-
-export type ConnectionType = (typeof CONNECTION_TYPES)[number];
-
-// OCPI 2.2.1 ConnectorFormat.
-export const CONNECTOR_FORMATS = ['SOCKET', 'CABLE'] as const;
-
-export type ConnectorFormat = (typeof CONNECTOR_FORMATS)[number];
 
 export const MAX_CONNECTORS = 32;
 
@@ -154,19 +105,29 @@ export const chargingStationModelOutput = z.object({
 
 export type ChargingStationModel = z.output<typeof chargingStationModelOutput>;
 
+export const DEFAULT_PAGE_SIZE = 20;
+
 export const pageQuery = z
   .object({
+    // Digits only: z.coerce.number() would also take " 5", "5.0" and "0x10".
     limit: z
       .string()
       .regex(/^(100|[1-9][0-9]?)$/, 'must be an integer from 1 to 100')
-      .optional()
-      .describe('1 to 100, default 20'),
+      .transform(Number)
+      .default(DEFAULT_PAGE_SIZE)
+      .describe(`1 to 100, default ${DEFAULT_PAGE_SIZE}`),
     startingAfter: idSchema.optional().describe('the last id of the previous page'),
   })
   .strict();
 
 export const listChargingStationModelsQuery = pageQuery
-  .extend({ includeArchived: z.enum(['true', 'false']).optional().describe('default false') })
+  .extend({
+    includeArchived: z
+      .enum(['true', 'false'])
+      .transform((value) => value === 'true')
+      .default(false)
+      .describe('default false'),
+  })
   .strict();
 
 export const listAssetsQuery = pageQuery.extend({ network: networkSchema.optional().describe('only this network\'s assets') }).strict();
@@ -176,17 +137,15 @@ export const idParams = z.object({ id: idSchema }).strict();
 // No body, or an empty object; anything else is an unknown field.
 export const emptyBody = z.object({}).strict().nullish();
 
-export const SECURITY_PROFILES = [1, 2, 3] as const;
-
 export const createAssetBody = z
   .object({
     id: idSchema.optional().describe('the OCPP charge point identity; default ast_ + a time-ordered id'),
     network: networkSchema,
     name: nameSchema(200).optional(),
     chargingStationModelId: idSchema.optional(),
-    ocppVersion: z.enum(['1.6', '2.0.1']).optional().describe('default 2.0.1'),
+    ocppVersion: z.enum(OCPP_VERSIONS).optional().describe('default 2.0.1'),
     securityProfile: z
-      .union([z.literal(1), z.literal(2), z.literal(3)], { error: 'must be 1, 2 or 3' })
+      .literal(SECURITY_PROFILES, { error: 'must be 1, 2 or 3' })
       .optional()
       .describe('default OCPP_MIN_SECURITY_PROFILE'),
   })
@@ -199,7 +158,7 @@ export const assetOutput = z.object({
   network: z.string(),
   name: z.string().nullable(),
   chargingStationModelId: z.string().nullable(),
-  ocppVersion: z.enum(['1.6', '2.0.1']),
+  ocppVersion: z.enum(OCPP_VERSIONS),
   securityProfile: z.number().int(),
   passwordChangedAt: dateTime.nullable().describe('null before the first change'),
   createdAt: dateTime,

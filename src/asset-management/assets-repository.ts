@@ -1,46 +1,35 @@
-import { and, asc, eq, gt, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
-import { assetPasswordChanges, assets } from './asset-management-schema.js';
+import { inNetwork } from '../db/in-network.js';
+import type { NetworkScope } from '../network-scope.js';
+import { assetPasswordChanges, assets } from './asset-management-tables.js';
 
 export type AssetRow = typeof assets.$inferSelect;
 export type NewAssetRow = typeof assets.$inferInsert;
 
 export const ASSETS_PKEY = 'assets_pkey';
 
-// Every lookup on behalf of a caller takes its network: null means the caller may see every network.
-function scoped(id: string, network: string | null): SQL {
-  return network === null ? eq(assets.id, id) : and(eq(assets.id, id), eq(assets.network, network))!;
-}
-
 export async function insertAsset(db: Executor, row: NewAssetRow): Promise<AssetRow> {
   const [inserted] = await db.insert(assets).values(row).returning();
   return inserted!;
 }
 
-export async function findAsset(db: Executor, id: string, network: string | null): Promise<AssetRow | undefined> {
-  const [row] = await db.select().from(assets).where(scoped(id, network)).limit(1);
+export async function findAsset(db: Executor, scope: NetworkScope, id: string): Promise<AssetRow | undefined> {
+  const [row] = await db.select().from(assets).where(inNetwork(assets.network, scope, eq(assets.id, id))).limit(1);
   return row;
 }
 
 export async function listAssets(
   db: Executor,
-  options: { limit: number; startingAfter?: string | undefined; network: string | null },
+  scope: NetworkScope,
+  options: { limit: number; startingAfter?: string | undefined },
 ): Promise<AssetRow[]> {
-  const conditions: SQL[] = [];
-  if (options.network !== null) conditions.push(eq(assets.network, options.network));
-  if (options.startingAfter !== undefined) conditions.push(gt(assets.id, options.startingAfter));
   return db
     .select()
     .from(assets)
-    .where(conditions.length > 0 ? and(...conditions) : undefined)
+    .where(inNetwork(assets.network, scope, options.startingAfter !== undefined ? gt(assets.id, options.startingAfter) : undefined))
     .orderBy(asc(assets.id))
     .limit(options.limit);
-}
-
-// Not network-scoped: a connecting station presents only its identity, not a network.
-export async function findPasswordHash(db: Executor, id: string): Promise<string | null | undefined> {
-  const [row] = await db.select({ passwordHash: assets.passwordHash }).from(assets).where(eq(assets.id, id)).limit(1);
-  return row?.passwordHash;
 }
 
 export async function updateAssetPassword(

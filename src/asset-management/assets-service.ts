@@ -3,25 +3,27 @@ import type { Db, Executor } from '../db/database.js';
 import { findPgError, isUniqueViolation } from '../db/database.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
-import { ID_PATTERN, type Asset, type CreateAssetInput } from './asset-management-schemas.js';
+import { coversNetwork, type NetworkScope } from '../network-scope.js';
+import type { Asset, CreateAssetInput } from './asset-management-schemas.js';
+import type { SecurityProfile } from './asset-management-tables.js';
 import {
   ASSETS_PKEY,
   findAsset,
-  findPasswordHash,
   insertAsset,
   insertPasswordChange,
   listAssets,
   updateAssetPassword,
   type AssetRow,
 } from './assets-repository.js';
-import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl, type Page, type PageOptions } from './charging-station-models-service.js';
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
-import { generatePassword, hashPassword, passwordProblem, verifyPassword, type ScryptParams } from './passwords.js';
+import { paginate, rowsToFetch, type Page, type PageOptions } from './paging.js';
+import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl } from './security-profiles.js';
+import { generatePassword, hashPassword, passwordProblem, type ScryptParams } from './passwords.js';
 
 export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
 export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
 
-type Actor = Pick<Principal, 'clientId' | 'network'>;
+type Actor = NetworkScope & Pick<Principal, 'clientId'>;
 
 export function toAsset(row: AssetRow): Asset {
   // Built field by field: the row carries the password hash, which must never be answered.
@@ -49,11 +51,11 @@ function invalidField(field: string, message: string): BadRequestError {
 
 export async function createAsset(
   db: Executor,
-  deps: { minSecurityProfile: 1 | 2 | 3 },
+  deps: { minSecurityProfile: SecurityProfile },
   actor: Actor,
   input: CreateAssetInput,
 ): Promise<Asset> {
-  if (actor.network !== null && input.network !== actor.network) {
+  if (!coversNetwork(actor, input.network)) {
     // A 403, not a 404: the caller named the network, so refusing it reveals nothing.
     throw new ForbiddenError('Access token is scoped to another network and may only create assets in its own network');
   }
@@ -102,22 +104,22 @@ export async function createAsset(
 }
 
 export async function getAsset(db: Executor, actor: Actor, id: string): Promise<Asset> {
-  const row = await findAsset(db, id, actor.network);
+  const row = await findAsset(db, actor, id);
   if (!row) throw assetNotFound(id);
   return toAsset(row);
 }
 
 export async function listAssetsPage(db: Executor, actor: Actor, options: PageOptions & { network?: string | undefined }): Promise<Page<Asset>> {
   // A scoped token asking for another network gets an empty page, not an error: no hint it exists.
-  if (actor.network !== null && options.network !== undefined && options.network !== actor.network) {
+  if (options.network !== undefined && !coversNetwork(actor, options.network)) {
     return { items: [], hasMore: false };
   }
-  const rows = await listAssets(db, {
-    limit: options.limit + 1,
+  // The caller's network, narrowed to the one asked for.
+  const rows = await listAssets(db, { network: actor.network ?? options.network ?? null }, {
+    limit: rowsToFetch(options),
     startingAfter: options.startingAfter,
-    network: actor.network ?? options.network ?? null,
   });
-  return { items: rows.slice(0, options.limit).map(toAsset), hasMore: rows.length > options.limit };
+  return paginate(rows, options.limit, toAsset);
 }
 
 export interface PasswordChangeResult {
@@ -133,7 +135,7 @@ export async function changeAssetPassword(
   actor: Actor,
   input: { id: string; password?: string | undefined },
 ): Promise<PasswordChangeResult> {
-  const asset = await findAsset(db, input.id, actor.network);
+  const asset = await findAsset(db, actor, input.id);
   if (!asset) throw assetNotFound(input.id);
   if (asset.securityProfile === 3) {
     throw new ConflictError(
@@ -174,24 +176,4 @@ export async function changeAssetPassword(
     passwordChangedAt: changedAt.toISOString(),
     ...(generated ? { password } : {}),
   };
-}
-
-let dummyHash: Promise<string> | undefined;
-
-// A hash of nothing anyone knows, so an unknown asset costs the same scrypt run as a known one.
-function timingDummyHash(): Promise<string> {
-  dummyHash ??= hashPassword(generatePassword('2.0.1'));
-  return dummyHash;
-}
-
-// For the station-connection layer: true only when the asset exists, has a password, and it matches.
-// Unknown ids and assets without a password take as long as a wrong password, so response timing
-// does not reveal which ids exist.
-export async function verifyAssetPassword(db: Db, assetId: string, password: string): Promise<boolean> {
-  const hash = typeof assetId === 'string' && ID_PATTERN.test(assetId) ? await findPasswordHash(db, assetId) : undefined;
-  if (typeof hash !== 'string' || typeof password !== 'string') {
-    await verifyPassword(typeof password === 'string' ? password : '', await timingDummyHash());
-    return false;
-  }
-  return verifyPassword(password, hash);
 }

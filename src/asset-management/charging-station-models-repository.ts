@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
-import { chargingStationModels } from './asset-management-schema.js';
+import { chargingStationModels } from './asset-management-tables.js';
 
 export type ChargingStationModelRow = typeof chargingStationModels.$inferSelect;
 export type NewChargingStationModelRow = typeof chargingStationModels.$inferInsert;

@@ -2,8 +2,8 @@ import type { Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/database.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { ConnectorRecord } from './asset-management-schema.js';
-import type { ChargingStationModel, ConnectionType, ConnectorFormat, CreateChargingStationModelInput } from './asset-management-schemas.js';
+import type { ConnectorRecord, SecurityProfile } from './asset-management-tables.js';
+import type { ChargingStationModel, CreateChargingStationModelInput } from './asset-management-schemas.js';
 import {
   VENDOR_MODEL_UNIQUE,
   archiveChargingStationModel,
@@ -12,27 +12,13 @@ import {
   listChargingStationModels,
   type ChargingStationModelRow,
 } from './charging-station-models-repository.js';
+import { paginate, rowsToFetch, type Page, type PageOptions } from './paging.js';
+import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl } from './security-profiles.js';
 
 export const CHARGING_STATION_MODEL_NOT_FOUND = 'CHARGING_STATION_MODEL_NOT_FOUND';
 export const CHARGING_STATION_MODEL_ALREADY_EXISTS = 'CHARGING_STATION_MODEL_ALREADY_EXISTS';
-export const CONFLICTING_SECURITY_PROFILE_STATE = 'CONFLICTING_SECURITY_PROFILE_STATE';
 
 const FRIENDLY_NAME_MAX = 200;
-
-export interface Page<T> {
-  items: T[];
-  hasMore: boolean;
-}
-
-export interface PageOptions {
-  limit: number;
-  startingAfter?: string | undefined;
-}
-
-// Profile 1 is Basic Auth over plain ws://; profiles 2 and 3 need TLS.
-export function isPlainWebSocketUrl(url: string | null | undefined): boolean {
-  return typeof url === 'string' && url.toLowerCase().startsWith('ws://');
-}
 
 // vendor and model may be 200 characters each; the default display name must still fit the limit.
 function defaultFriendlyName(vendor: string, model: string): string {
@@ -49,9 +35,8 @@ export function toChargingStationModel(row: ChargingStationModelRow): ChargingSt
     // jsonb reorders keys, so the spec's field order is rebuilt here.
     connectors: row.connectors.map((c) => ({
       id: c.id,
-      // The column holds only what the request schema let through.
-      ...(c.connectionType !== undefined ? { connectionType: c.connectionType as ConnectionType } : {}),
-      ...(c.format !== undefined ? { format: c.format as ConnectorFormat } : {}),
+      ...(c.connectionType !== undefined ? { connectionType: c.connectionType } : {}),
+      ...(c.format !== undefined ? { format: c.format } : {}),
       maxAmperage: c.maxAmperage,
       maxVoltage: c.maxVoltage,
       maxPowerWatts: c.maxPowerWatts,
@@ -68,7 +53,7 @@ export function toChargingStationModel(row: ChargingStationModelRow): ChargingSt
 
 export async function createChargingStationModel(
   db: Executor,
-  deps: { minSecurityProfile: 1 | 2 | 3 },
+  deps: { minSecurityProfile: SecurityProfile },
   input: CreateChargingStationModelInput,
 ): Promise<ChargingStationModel> {
   const ocppUrl = input.configurationKeys?.ocppUrl ?? null;
@@ -122,9 +107,8 @@ export async function getChargingStationModel(db: Executor, id: string): Promise
 }
 
 export async function listModels(db: Executor, options: PageOptions & { includeArchived: boolean }): Promise<Page<ChargingStationModel>> {
-  // One row more than asked answers hasMore without a count query.
-  const rows = await listChargingStationModels(db, { ...options, limit: options.limit + 1 });
-  return { items: rows.slice(0, options.limit).map(toChargingStationModel), hasMore: rows.length > options.limit };
+  const rows = await listChargingStationModels(db, { ...options, limit: rowsToFetch(options) });
+  return paginate(rows, options.limit, toChargingStationModel);
 }
 
 export async function archiveModel(db: Executor, id: string): Promise<ChargingStationModel> {

@@ -1,9 +1,7 @@
 import { randomBytes, randomInt, scrypt, timingSafeEqual, type BinaryLike, type ScryptOptions } from 'node:crypto';
+// A type only, erased at run time: this file of rules loads nothing of the database.
+import type { OcppVersion } from './asset-management-tables.js';
 import { passwordHashQueue } from './password-hash-queue.js';
-
-export type OcppVersion = '1.6' | '2.0.1';
-
-export const OCPP_VERSIONS: readonly OcppVersion[] = Object.freeze(['1.6', '2.0.1'] as const);
 
 // OCPP 2.0.1 passwordString (A00.FR.205): exactly these 71 characters.
 const OCPP201_ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789*-_=:+|@.';

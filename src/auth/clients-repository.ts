@@ -1,6 +1,6 @@
 import { and, asc, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
-import { oauthClients } from './auth-schema.js';
+import { oauthClients } from './auth-tables.js';
 
 export type ClientRow = typeof oauthClients.$inferSelect;
 

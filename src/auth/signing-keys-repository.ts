@@ -1,6 +1,6 @@
 import { desc, isNull } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
-import { signingKeys } from './auth-schema.js';
+import { signingKeys } from './auth-tables.js';
 
 export type SigningKeyRow = typeof signingKeys.$inferSelect;
 

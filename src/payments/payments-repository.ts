@@ -1,7 +1,9 @@
-import { and, eq, sql, type SQL } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.js';
+import { inNetwork } from '../db/in-network.js';
+import type { NetworkScope } from '../network-scope.js';
 import type { BillingInput, BillingResult } from './billing.js';
-import { sessionPayments } from './payments-schema.js';
+import { sessionPayments } from './payments-tables.js';
 
 export type SessionPaymentRow = typeof sessionPayments.$inferSelect;
 export type NewSessionPaymentRow = typeof sessionPayments.$inferInsert;
@@ -47,11 +49,6 @@ export function billedColumns(
   };
 }
 
-// network null: the caller may see every network.
-function visibleTo(network: string | null, condition: SQL): SQL {
-  return network === null ? condition : (and(condition, eq(p.network, network)) as SQL);
-}
-
 // Without a recordedAt the database clock stamps it, the same clock that stamps createdAt and a
 // default collectedAt, so replicas with drifting clocks cannot put them out of order.
 export async function insertPayment(
@@ -66,8 +63,8 @@ export async function insertPayment(
   return inserted.document as SessionPaymentJson;
 }
 
-export async function findPaymentJson(db: Executor, id: string, network: string | null): Promise<SessionPaymentJson | undefined> {
-  const rows = await db.select({ document: p.document }).from(p).where(visibleTo(network, eq(p.id, id))).limit(1);
+export async function findPaymentJson(db: Executor, scope: NetworkScope, id: string): Promise<SessionPaymentJson | undefined> {
+  const rows = await db.select({ document: p.document }).from(p).where(inNetwork(p.network, scope, eq(p.id, id))).limit(1);
   return rows[0]?.document as SessionPaymentJson | undefined;
 }
 
@@ -76,28 +73,28 @@ export async function findPaymentJson(db: Executor, id: string, network: string 
 // earlier than recordedAt, which a caller may have set slightly ahead of that clock).
 export async function collectPayment(
   db: Executor,
+  scope: NetworkScope,
   id: string,
-  network: string | null,
   collectedAt: Date | null,
 ): Promise<SessionPaymentJson | undefined> {
   const at = collectedAt === null ? sql`greatest(now(), ${p.recordedAt})` : sql`${collectedAt.toISOString()}::timestamptz`;
   const rows = await db
     .update(p)
     .set({ status: 'COLLECTED', collectedAt: at, updatedAt: sql`now()` })
-    .where(visibleTo(network, sql`${p.id} = ${id} AND ${p.status} = 'PENDING' AND ${p.recordedAt} <= ${at}`))
+    .where(inNetwork(p.network, scope, sql`${p.id} = ${id} AND ${p.status} = 'PENDING' AND ${p.recordedAt} <= ${at}`))
     .returning({ document: p.document });
   return rows[0]?.document as SessionPaymentJson | undefined;
 }
 
 export async function findPaymentState(
   db: Executor,
+  scope: NetworkScope,
   id: string,
-  network: string | null,
 ): Promise<Pick<SessionPaymentRow, 'status' | 'recordedAt'> | undefined> {
   const rows = await db
     .select({ status: p.status, recordedAt: p.recordedAt })
     .from(p)
-    .where(visibleTo(network, eq(p.id, id)))
+    .where(inNetwork(p.network, scope, eq(p.id, id)))
     .limit(1);
   return rows[0];
 }
@@ -115,6 +112,8 @@ export async function findPaymentState(
 
 const bySessions = sql`${p.session} = ANY(${sql.placeholder('sessionIds')}::text[])`;
 
+// The two forms of inNetwork(p.network, scope, bySessions), prepared with the network as a
+// parameter.
 function prepareList(db: Db) {
   return {
     all: db.select({ document: p.document }).from(p).where(bySessions).prepare('session_payments_list'),
@@ -131,16 +130,16 @@ function prepareList(db: Db) {
 const preparedLists = new WeakMap<Db, ReturnType<typeof prepareList>>();
 
 // One statement whatever the number of IDs; the network scope is part of its WHERE clause.
-export async function listPaymentsJson(db: Db, sessionIds: readonly string[], network: string | null): Promise<string> {
+export async function listPaymentsJson(db: Db, scope: NetworkScope, sessionIds: readonly string[]): Promise<string> {
   let prepared = preparedLists.get(db);
   if (!prepared) {
     prepared = prepareList(db);
     preparedLists.set(db, prepared);
   }
   const rows =
-    network === null
+    scope.network === null
       ? await prepared.all.execute({ sessionIds: [...sessionIds] })
-      : await prepared.network.execute({ sessionIds: [...sessionIds], network });
+      : await prepared.network.execute({ sessionIds: [...sessionIds], network: scope.network });
   let json = '[';
   for (let i = 0; i < rows.length; i++) json += i === 0 ? rows[i]!.document : `,${rows[i]!.document}`;
   return `${json}]`;

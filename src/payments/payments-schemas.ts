@@ -6,15 +6,12 @@ import { MAX_ISSUES } from '../errors.js';
 import { identifierSchema } from '../identifier-schemas.js';
 import { LISTED_ID, MAX_ID_LENGTH, UNLISTED_ID, exceedsIdLength, splitList } from '../identifiers.js';
 import { MAX_AMOUNT, isActiveCurrency } from './billing.js';
-import { sessionPayments } from './payments-schema.js';
+import { PAYMENT_STATUSES, PAYMENT_TYPES } from './payments-tables.js';
 
 export const MAX_SESSION_IDS = 100;
 export const MAX_SITE_PARTNERS = 50;
 // Clocks of callers drift; a time a little ahead of ours is still "now" to them.
 export const FUTURE_TOLERANCE_MS = 5 * 60 * 1000;
-
-export const PAYMENT_TYPES = sessionPayments.paymentType.enumValues;
-export const PAYMENT_STATUSES = sessionPayments.status.enumValues;
 
 const tooLong = (input: string) =>
   ({ code: 'too_big', origin: 'string', maximum: MAX_ID_LENGTH, inclusive: true, input, message: `must be at most ${MAX_ID_LENGTH} characters` }) as const;
@@ -178,7 +175,6 @@ export const recordBodySchema = z
   });
 
 export type RecordPaymentInput = z.output<typeof recordBodySchema>;
-export type RecordPaymentBody = z.input<typeof recordBodySchema>;
 
 // Fastify hands the validator null when a request has no body at all.
 export const collectBodySchema = z

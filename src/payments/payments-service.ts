@@ -1,15 +1,12 @@
-import type { Principal } from '../auth/principal.js';
 import { isUniqueViolation, type Db, type Executor } from '../db/database.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { hasForbiddenCharacter } from '../identifiers.js';
+import { coversNetwork, type NetworkScope } from '../network-scope.js';
 import { computeBilling, isFreeConsistent } from './billing.js';
 import * as payments from './payments-repository.js';
 import type { SessionPaymentJson } from './payments-repository.js';
 import type { RecordPaymentInput } from './payments-schemas.js';
-
-// What the service needs of the caller: network null may act on every network.
-export type NetworkScope = Pick<Principal, 'network'>;
 
 // Every answer is JSON text as PostgreSQL rendered it when the row was written (one rendering per
 // payment, contract §9); the routes pass it through.
@@ -18,18 +15,18 @@ export async function listSessionPaymentsJson(db: Db, scope: NetworkScope, sessi
   // PostgreSQL could not even take a NUL as a parameter.
   const candidates = sessionIds.filter((id) => !hasForbiddenCharacter(id));
   if (candidates.length === 0) return '[]';
-  return payments.listPaymentsJson(db, candidates, scope.network);
+  return payments.listPaymentsJson(db, scope, candidates);
 }
 
 export async function getSessionPayment(db: Executor, scope: NetworkScope, id: string): Promise<SessionPaymentJson> {
-  const json = await payments.findPaymentJson(db, id, scope.network);
+  const json = await payments.findPaymentJson(db, scope, id);
   // Another network's payment is reported exactly like a missing one: no hint that it exists.
   if (json === undefined) throw new NotFoundError(`No session payment ${id}`);
   return json;
 }
 
 export async function recordSessionPayment(db: Executor, scope: NetworkScope, input: RecordPaymentInput): Promise<SessionPaymentJson> {
-  if (scope.network !== null && input.network !== scope.network) {
+  if (!coversNetwork(scope, input.network)) {
     throw new ForbiddenError(`The access token may record payments for network ${scope.network} only`);
   }
   const billing = computeBilling(input);
@@ -63,11 +60,11 @@ export async function collectSessionPayment(
   id: string,
   collectedAt?: Date,
 ): Promise<SessionPaymentJson> {
-  const json = await payments.collectPayment(db, id, scope.network, collectedAt ?? null);
+  const json = await payments.collectPayment(db, scope, id, collectedAt ?? null);
   if (json !== undefined) return json;
 
   // The guarded update found nothing to change; this read only chooses the answer.
-  const state = await payments.findPaymentState(db, id, scope.network);
+  const state = await payments.findPaymentState(db, scope, id);
   if (!state) throw new NotFoundError(`No session payment ${id}`);
   if (state.status === 'COLLECTED') throw new ConflictError(`Session payment ${id} is already collected`);
   if (collectedAt !== undefined && state.recordedAt.getTime() > collectedAt.getTime()) {

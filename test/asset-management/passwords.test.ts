@@ -1,14 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { OCPP_VERSIONS, type OcppVersion } from '../../src/asset-management/asset-management-tables.js';
 import {
   DEFAULT_SCRYPT_PARAMS,
-  OCPP_VERSIONS,
   PASSWORD_RULES,
   generatePassword,
   hashPassword,
   passwordProblem,
   verifyPassword,
-  type OcppVersion,
   type ScryptParams,
 } from '../../src/asset-management/passwords.js';
 

@@ -1,8 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { expect } from 'vitest';
-import type { RecordPaymentBody, SessionPayment } from '../../src/payments/payments-schemas.js';
+import type { z } from 'zod';
+import type { SessionPayment, recordBodySchema } from '../../src/payments/payments-schemas.js';
 import type { TestApp } from './test-app.js';
+
+// A record request as a client writes it.
+export type RecordPaymentBody = z.input<typeof recordBodySchema>;
 
 export const LIST_URL = '/payments/v1/session-payments';
 export const RECORD_URL = '/payments/v1/session-payments';

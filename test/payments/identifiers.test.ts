@@ -12,8 +12,9 @@ import {
   uniqueId,
   validationError,
   writer,
+  type RecordPaymentBody,
 } from '../helpers/payments-factory.js';
-import type { RecordPaymentBody, SessionPayment } from '../../src/payments/payments-schemas.js';
+import type { SessionPayment } from '../../src/payments/payments-schemas.js';
 
 const t = useTestApp();
 

@@ -2,7 +2,6 @@
 // and mutated valid bodies get a 2xx or a 4xx in the payments shape.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RecordPaymentBody } from '../../src/payments/payments-schemas.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import {
   LIST_URL,
@@ -14,6 +13,7 @@ import {
   paymentBody,
   recordPayment,
   uniqueId,
+  type RecordPaymentBody,
 } from '../helpers/payments-factory.js';
 
 const RUNS = { numRuns: 200 };

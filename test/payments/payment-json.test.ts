@@ -6,13 +6,13 @@
 import fc from 'fast-check';
 import { eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { seedDemoData } from '../../src/payments/demo-data.js';
+import { seedDemoData } from '../../src/cli/demo-data.js';
 import { listPaymentsJson } from '../../src/payments/payments-repository.js';
-import { sessionPayments } from '../../src/payments/payments-schema.js';
-import { PAYMENT_TYPES, recordBodySchema, type RecordPaymentBody, type SessionPayment } from '../../src/payments/payments-schemas.js';
+import { PAYMENT_TYPES, sessionPayments } from '../../src/payments/payments-tables.js';
+import { recordBodySchema, type SessionPayment } from '../../src/payments/payments-schemas.js';
 import { recordSessionPayment } from '../../src/payments/payments-service.js';
 import { useTestApp } from '../helpers/test-app.js';
-import { RECORD_URL, collectUrl, listPayments, oneUrl, paymentBody, reader, writer } from '../helpers/payments-factory.js';
+import { RECORD_URL, collectUrl, listPayments, oneUrl, paymentBody, reader, writer, type RecordPaymentBody } from '../helpers/payments-factory.js';
 import { toSessionPayment } from '../helpers/session-payment-oracle.js';
 
 const t = useTestApp();
@@ -170,14 +170,14 @@ describe('demo-data command', () => {
     expect(printed).toContain("curl -s -H \"Authorization: Bearer $ACCESS_TOKEN\" 'http://127.0.0.1:3000/payments/v1/session-payments?sessionIds=ses_demo_");
 
     const shown = /sessionIds=([^']+)'/.exec(printed)?.[1]?.split(',') ?? [];
-    const shownPayments = JSON.parse(await listPaymentsJson(t.database.db, shown, null)) as SessionPayment[];
+    const shownPayments = JSON.parse(await listPaymentsJson(t.database.db, { network: null }, shown)) as SessionPayment[];
     expect(shownPayments).toHaveLength(shown.length);
     expect(new Set(shownPayments.map((p) => p.status))).toEqual(new Set(['PENDING', 'COLLECTED']));
 
     const second = await seedDemoData(t.database.db, () => {});
     expect(second).toEqual({ recorded: 0, collected: 0, skipped: first.recorded, sessions: first.sessions });
 
-    const payments = JSON.parse(await listPaymentsJson(t.database.db, first.sessions.slice(0, 100), null)) as SessionPayment[];
+    const payments = JSON.parse(await listPaymentsJson(t.database.db, { network: null }, first.sessions.slice(0, 100))) as SessionPayment[];
     expect(payments).toHaveLength(Math.min(100, first.sessions.length));
     expect(new Set(payments.map((p) => p.paymentType))).toEqual(new Set(PAYMENT_TYPES));
     expect(new Set(payments.map((p) => p.network)).size).toBeGreaterThanOrEqual(3);

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { findPgError } from '../../src/db/database.js';
 import type { BillingInput } from '../../src/payments/billing.js';
 import { insertPayment } from '../../src/payments/payments-repository.js';
-import type { RecordPaymentBody, SessionPayment } from '../../src/payments/payments-schemas.js';
+import type { SessionPayment } from '../../src/payments/payments-schemas.js';
 import { newId } from '../../src/ids.js';
 import { useTestApp } from '../helpers/test-app.js';
 import {
@@ -16,6 +16,7 @@ import {
   uniqueId,
   validationError,
   writer,
+  type RecordPaymentBody,
 } from '../helpers/payments-factory.js';
 import { loadVectors } from '../helpers/billing-vectors.js';
 

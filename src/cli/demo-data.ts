@@ -3,9 +3,10 @@
 // a second run records nothing new: sessions that already have a payment are skipped.
 import type { Db } from '../db/database.js';
 import { ConflictError } from '../errors.js';
-import type { TaxConfig } from './billing.js';
-import { PAYMENT_TYPES, type RecordPaymentInput, type SessionPayment } from './payments-schemas.js';
-import { collectSessionPayment, recordSessionPayment } from './payments-service.js';
+import type { TaxConfig } from '../payments/billing.js';
+import type { RecordPaymentInput, SessionPayment } from '../payments/payments-schemas.js';
+import { PAYMENT_TYPES } from '../payments/payments-tables.js';
+import { collectSessionPayment, recordSessionPayment } from '../payments/payments-service.js';
 
 interface Location {
   id: string;

@@ -1,13 +1,70 @@
 import { sql } from 'drizzle-orm';
 import { boolean, check, foreignKey, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { isOneOf } from '../db/checks.js';
+
+// The one list of each: the column types, their CHECK constraints, the Zod enums and the rules
+// (passwords.ts) derive from these.
+export const POWER_TYPES = ['AC_1_PHASE', 'AC_3_PHASE', 'DC'] as const;
+export const OCPP_VERSIONS = ['1.6', '2.0.1'] as const;
+// OCPP security profiles: 1 is Basic Auth over plain ws://, 2 Basic Auth over TLS, 3 client certificates.
+export const SECURITY_PROFILES = [1, 2, 3] as const;
+
+// OCPI 2.2.1 ConnectorType.
+export const CONNECTION_TYPES = [
+  'CHADEMO',
+  'CHAOJI',
+  'DOMESTIC_A',
+  'DOMESTIC_B',
+  'DOMESTIC_C',
+  'DOMESTIC_D',
+  'DOMESTIC_E',
+  'DOMESTIC_F',
+  'DOMESTIC_G',
+  'DOMESTIC_H',
+  'DOMESTIC_I',
+  'DOMESTIC_J',
+  'DOMESTIC_K',
+  'DOMESTIC_L',
+  'GBT_AC',
+  'GBT_DC',
+  'IEC_60309_2_single_16',
+  'IEC_60309_2_three_16',
+  'IEC_60309_2_three_32',
+  'IEC_60309_2_three_64',
+  'IEC_62196_T1',
+  'IEC_62196_T1_COMBO',
+  'IEC_62196_T2',
+  'IEC_62196_T2_COMBO',
+  'IEC_62196_T3A',
+  'IEC_62196_T3C',
+  'NEMA_5_20',
+  'NEMA_6_30',
+  'NEMA_6_50',
+  'NEMA_10_30',
+  'NEMA_10_50',
+  'NEMA_14_30',
+  'NEMA_14_50',
+  'PANTOGRAPH_BOTTOM_UP',
+  'PANTOGRAPH_TOP_DOWN',
+  'TESLA_R',
+  'TESLA_S',
+] as const;
+
+// OCPI 2.2.1 ConnectorFormat.
+export const CONNECTOR_FORMATS = ['SOCKET', 'CABLE'] as const;
+
+export type OcppVersion = (typeof OCPP_VERSIONS)[number];
+export type SecurityProfile = (typeof SECURITY_PROFILES)[number];
+export type ConnectionType = (typeof CONNECTION_TYPES)[number];
+export type ConnectorFormat = (typeof CONNECTOR_FORMATS)[number];
 
 export interface ConnectorRecord {
   id: number;
   maxAmperage: number;
   maxVoltage: number;
   maxPowerWatts: number;
-  connectionType?: string;
-  format?: string;
+  connectionType?: ConnectionType;
+  format?: ConnectorFormat;
 }
 
 export const chargingStationModels = pgTable(
@@ -16,7 +73,7 @@ export const chargingStationModels = pgTable(
     id: text('id').primaryKey(),
     vendor: text('vendor').notNull(),
     model: text('model').notNull(),
-    powerType: text('power_type', { enum: ['AC_1_PHASE', 'AC_3_PHASE', 'DC'] }).notNull(),
+    powerType: text('power_type', { enum: POWER_TYPES }).notNull(),
     connectors: jsonb('connectors').notNull().$type<ConnectorRecord[]>(),
     ocppUrl: text('ocpp_url'),
     friendlyName: text('friendly_name').notNull(),
@@ -27,7 +84,7 @@ export const chargingStationModels = pgTable(
   },
   (t) => [
     // Duplicates are decided here, not by a read-then-write: vendor+model, trimmed, case-insensitive.
-    check('charging_station_models_power_type_enum', sql`${t.powerType} IN ('AC_1_PHASE', 'AC_3_PHASE', 'DC')`),
+    check('charging_station_models_power_type_enum', isOneOf(t.powerType, POWER_TYPES)),
     uniqueIndex('charging_station_models_vendor_model_key').on(sql`lower(btrim(${t.vendor}))`, sql`lower(btrim(${t.model}))`),
   ],
 );
@@ -39,8 +96,8 @@ export const assets = pgTable(
     network: text('network').notNull(),
     name: text('name'),
     chargingStationModelId: text('charging_station_model_id'),
-    ocppVersion: text('ocpp_version', { enum: ['1.6', '2.0.1'] }).notNull(),
-    securityProfile: integer('security_profile').notNull(),
+    ocppVersion: text('ocpp_version', { enum: OCPP_VERSIONS }).notNull(),
+    securityProfile: integer('security_profile').$type<SecurityProfile>().notNull(),
     passwordHash: text('password_hash'),
     passwordChangedAt: timestamp('password_changed_at', { withTimezone: true, precision: 3 }),
     createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
@@ -49,8 +106,11 @@ export const assets = pgTable(
   (t) => [
     index('assets_network_id_idx').on(t.network, t.id),
     foreignKey({ columns: [t.chargingStationModelId], foreignColumns: [chargingStationModels.id], name: 'assets_charging_station_model_fk' }),
-    check('assets_ocpp_version_enum', sql`${t.ocppVersion} IN ('1.6', '2.0.1')`),
-    check('assets_security_profile_range', sql`${t.securityProfile} BETWEEN 1 AND 3`),
+    check('assets_ocpp_version_enum', isOneOf(t.ocppVersion, OCPP_VERSIONS)),
+    check(
+      'assets_security_profile_range',
+      sql`${t.securityProfile} BETWEEN ${sql.raw(String(Math.min(...SECURITY_PROFILES)))} AND ${sql.raw(String(Math.max(...SECURITY_PROFILES)))}`,
+    ),
     check('assets_password_pair', sql`(${t.passwordHash} IS NULL) = (${t.passwordChangedAt} IS NULL)`),
   ],
 );

@@ -1,5 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { check, doublePrecision, index, integer, jsonb, numeric, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { isOneOf } from '../db/checks.js';
+
+// The one list of each: the column type, its CHECK constraint and the Zod enums derive from it.
+export const PAYMENT_STATUSES = ['PENDING', 'COLLECTED'] as const;
+export const PAYMENT_TYPES = ['GUEST', 'PAYMENT_TERMINAL', 'ROAMING', 'FREE', 'UNKNOWN', 'DRIVER_ACCOUNT'] as const;
 
 export const sessionPayments = pgTable(
   'session_payments',
@@ -10,8 +15,8 @@ export const sessionPayments = pgTable(
     sitePartners: text('site_partners').array().notNull(),
     location: text('location').notNull(),
     currency: text('currency').notNull(),
-    status: text('status', { enum: ['PENDING', 'COLLECTED'] }).notNull().default('PENDING'),
-    paymentType: text('payment_type', { enum: ['GUEST', 'PAYMENT_TERMINAL', 'ROAMING', 'FREE', 'UNKNOWN', 'DRIVER_ACCOUNT'] }).notNull(),
+    status: text('status', { enum: PAYMENT_STATUSES }).notNull().default('PENDING'),
+    paymentType: text('payment_type', { enum: PAYMENT_TYPES }).notNull(),
     costEnergy: integer('cost_energy').notNull(),
     costIdle: integer('cost_idle').notNull(),
     costFlat: integer('cost_flat').notNull(),
@@ -50,11 +55,8 @@ export const sessionPayments = pgTable(
     uniqueIndex('session_payments_session_key').on(t.session),
     // Network-scoped list: WHERE network = $1 AND session = ANY($2).
     index('session_payments_network_session_idx').on(t.network, t.session),
-    check('session_payments_status_enum', sql`${t.status} IN ('PENDING', 'COLLECTED')`),
-    check(
-      'session_payments_payment_type_enum',
-      sql`${t.paymentType} IN ('GUEST', 'PAYMENT_TERMINAL', 'ROAMING', 'FREE', 'UNKNOWN', 'DRIVER_ACCOUNT')`,
-    ),
+    check('session_payments_status_enum', isOneOf(t.status, PAYMENT_STATUSES)),
+    check('session_payments_payment_type_enum', isOneOf(t.paymentType, PAYMENT_TYPES)),
     check('session_payments_collected_state', sql`(${t.status} = 'PENDING') = (${t.collectedAt} IS NULL)`),
     check(
       'session_payments_billed_invariant',
