@@ -97,7 +97,8 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
         done(null, undefined);
         return;
       }
-      parseJson(request, text, done);
+      // Fastify's default parser answers through `done`; its type allows a promise it never returns.
+      void parseJson(request, text, done);
     });
 
     collect.withTypeProvider<ZodTypeProvider>().post(
