@@ -16,7 +16,7 @@ import {
 } from './assets-repository.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl, type Page, type PageOptions } from './charging-station-models-service.js';
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
-import { generatePassword, hashPassword, passwordProblem, verifyPassword, type ScryptParams } from './passwords.js';
+import { generatePassword, hashAssetPassword, hashPassword, passwordProblem, verifyPassword, type ScryptParams } from './passwords.js';
 
 export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
 export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
@@ -151,9 +151,9 @@ export async function changeAssetPassword(
     if (problem) throw invalidField('password', problem);
     password = input.password;
   }
-  // ~100 ms of scrypt (plus its turn in the hashing queue), done before the transaction so no
-  // connection is held while it waits or runs.
-  const passwordHash = await hashPassword(password, deps.scryptParams);
+  // A supplied password costs ~100 ms of scrypt (plus its turn in the hashing queue), done before
+  // the transaction so no connection is held while it waits or runs.
+  const passwordHash = await hashAssetPassword(asset.ocppVersion, password, { generated, scryptParams: deps.scryptParams });
 
   const changedAt = await db.transaction(async (tx) => {
     const updated = await updateAssetPassword(tx, { id: asset.id, network: asset.network, passwordHash });
