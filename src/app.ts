@@ -23,6 +23,7 @@ import openapi from './plugins/openapi.js';
 import { paymentsRoutes } from './payments/payments-routes.js';
 import { assetManagementRoutes } from './asset-management/asset-management-routes.js';
 import type { ScryptParams } from './asset-management/passwords.js';
+import stationsPlugin from './stations/stations-plugin.js';
 
 export interface BuildOptions {
   // Tests hand in a fresh database; production opens the one the config names.
@@ -202,6 +203,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
 
   await app.register(paymentsRoutes);
   await app.register(assetManagementRoutes, { scryptParams: options.scryptParams });
+  await app.register(stationsPlugin);
 
   return app;
 }

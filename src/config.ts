@@ -37,6 +37,14 @@ const envSchema = z.object({
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
+  OCPP_HEARTBEAT_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
+  // A socket that misses one ping is closed at the next: dead within twice this (contract §8.1: 60 s).
+  OCPP_PING_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(30).default(30),
+  // A replica that dies reads disconnected once its lease runs out (contract §8.3: within 60 s).
+  OCPP_LEASE_SECONDS: z.coerce.number().int().min(1).max(60).default(30),
+  OCPP_TLS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  OCPP_TLS_CERT_FILE: z.string().min(1).optional(),
+  OCPP_TLS_KEY_FILE: z.string().min(1).optional(),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -72,6 +80,13 @@ export interface AppConfig {
   shutdownTimeoutMs: number;
   // Longest time for a request's headers and body to arrive (never bounds a handler's work).
   requestTimeoutMs: number;
+  ocpp: {
+    heartbeatIntervalSeconds: number;
+    pingIntervalSeconds: number;
+    leaseSeconds: number;
+    // The service's own TLS listener for OCPP security profile 2; unset without OCPP_TLS_PORT.
+    tls?: { port: number; certFile: string; keyFile: string } | undefined;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -89,6 +104,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const e = parsed.data;
   const external = e.AUTH_JWKS_URL !== undefined;
+  const tlsVariables = [e.OCPP_TLS_PORT, e.OCPP_TLS_CERT_FILE, e.OCPP_TLS_KEY_FILE].filter((v) => v !== undefined).length;
+  if (tlsVariables !== 0 && tlsVariables !== 3) {
+    throw new ConfigError('invalid configuration: OCPP_TLS_PORT: OCPP_TLS_PORT, OCPP_TLS_CERT_FILE and OCPP_TLS_KEY_FILE go together');
+  }
   if (external && !e.AUTH_ISSUER) {
     throw new ConfigError('invalid configuration: AUTH_ISSUER: required when AUTH_JWKS_URL is set');
   }
@@ -122,5 +141,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     rateLimit: { max: e.RATE_LIMIT_MAX, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, redisUrl: e.REDIS_URL },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    ocpp: {
+      heartbeatIntervalSeconds: e.OCPP_HEARTBEAT_INTERVAL_SECONDS,
+      pingIntervalSeconds: e.OCPP_PING_INTERVAL_SECONDS,
+      leaseSeconds: e.OCPP_LEASE_SECONDS,
+      tls:
+        e.OCPP_TLS_PORT !== undefined ? { port: e.OCPP_TLS_PORT, certFile: e.OCPP_TLS_CERT_FILE!, keyFile: e.OCPP_TLS_KEY_FILE! } : undefined,
+    },
   };
 }

@@ -16,6 +16,8 @@ import {
 } from './assets-repository.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl, type Page, type PageOptions } from './charging-station-models-service.js';
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
+import { stationViews } from '../stations/stations-service.js';
+import type { StationView } from '../stations/station-schemas.js';
 import { generatePassword, hashAssetPassword, hashPassword, passwordProblem, verifyPassword, type ScryptParams } from './passwords.js';
 
 export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
@@ -23,7 +25,7 @@ export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
 
 type Actor = Pick<Principal, 'clientId' | 'network'>;
 
-export function toAsset(row: AssetRow): Asset {
+export function toAsset(row: AssetRow, station: StationView | null = null): Asset {
   // Built field by field: the row carries the password hash, which must never be answered.
   return {
     id: row.id,
@@ -35,6 +37,7 @@ export function toAsset(row: AssetRow): Asset {
     passwordChangedAt: row.passwordChangedAt ? row.passwordChangedAt.toISOString() : null,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
+    station,
   };
 }
 
@@ -104,7 +107,7 @@ export async function createAsset(
 export async function getAsset(db: Executor, actor: Actor, id: string): Promise<Asset> {
   const row = await findAsset(db, id, actor.network);
   if (!row) throw assetNotFound(id);
-  return toAsset(row);
+  return toAsset(row, (await stationViews(db, [row.id])).get(row.id) ?? null);
 }
 
 export async function listAssetsPage(db: Executor, actor: Actor, options: PageOptions & { network?: string | undefined }): Promise<Page<Asset>> {
@@ -117,7 +120,9 @@ export async function listAssetsPage(db: Executor, actor: Actor, options: PageOp
     startingAfter: options.startingAfter,
     network: actor.network ?? options.network ?? null,
   });
-  return { items: rows.slice(0, options.limit).map(toAsset), hasMore: rows.length > options.limit };
+  const items = rows.slice(0, options.limit);
+  const stations = await stationViews(db, items.map((r) => r.id));
+  return { items: items.map((r) => toAsset(r, stations.get(r.id) ?? null)), hasMore: rows.length > options.limit };
 }
 
 export interface PasswordChangeResult {

@@ -3,3 +3,4 @@
 export * from '../auth/auth-schema.js';
 export * from '../payments/payments-schema.js';
 export * from '../asset-management/asset-management-schema.js';
+export * from '../stations/stations-tables.js';

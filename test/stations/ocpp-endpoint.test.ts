@@ -1,0 +1,339 @@
+// Stations connect over OCPP-J and log in with the password the service stores (contract §8.1).
+// The station is ocpp-rpc's RPCClient: a real implementation of the other side.
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { AddressInfo } from 'node:net';
+import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
+import type { ScryptParams } from '../../src/asset-management/passwords.js';
+import { stationConnections } from '../../src/stations/stations-tables.js';
+import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { createAsset, siblingApp } from '../helpers/asset-factory.js';
+import { basic, provisionStation, rawUpgrade, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
+
+const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
+const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+let t: TestApp;
+let port: number;
+let endpoint: string;
+const open: StationClient[] = [];
+
+beforeAll(async () => {
+  t = await createTestApp({
+    captureLogs: true,
+    scryptParams: FAST,
+    env: {
+      // Profile 1 (plain ws://) here; profile 2 has its own test file with a TLS listener.
+      OCPP_MIN_SECURITY_PROFILE: '1',
+      OCPP_HEARTBEAT_INTERVAL_SECONDS: '120',
+      OCPP_PING_INTERVAL_SECONDS: '1',
+      OCPP_LEASE_SECONDS: '1',
+    },
+  });
+  await t.app.listen({ host: '127.0.0.1', port: 0 });
+  port = (t.app.server.address() as AddressInfo).port;
+  endpoint = `ws://127.0.0.1:${port}/ocpp`;
+});
+afterAll(async () => {
+  await Promise.all(open.map((c) => c.close({ force: true }).catch(() => undefined)));
+  await t.close();
+});
+
+function station(options: Parameters<typeof stationClient>[1]): StationClient {
+  const client = stationClient(endpoint, options);
+  open.push(client);
+  return client;
+}
+
+async function connected(options: Parameters<typeof stationClient>[1]): Promise<StationClient> {
+  const client = station(options);
+  await client.connect();
+  return client;
+}
+
+async function readStation(id: string) {
+  const res = await t.app.inject({ url: `/asset-management/v1/assets/${id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json().data.station;
+}
+
+async function connectionRow(id: string) {
+  const [row] = await t.database.db.select().from(stationConnections).where(eq(stationConnections.assetId, id));
+  return row;
+}
+
+const BOOT_201 = {
+  reason: 'PowerUp',
+  chargingStation: { vendorName: 'Alfen', model: 'Eve Double', serialNumber: 'SN-201', firmwareVersion: '6.1.0' },
+};
+const BOOT_16 = { chargePointVendor: 'ABB', chargePointModel: 'Terra AC', chargePointSerialNumber: 'SN-16', firmwareVersion: '1.8.2' };
+
+describe('OCPP 2.0.1 station', () => {
+  it('logs in with its generated password, boots, heartbeats and reports a connector; the asset read shows it', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    expect(await readStation(s.id)).toBeNull();
+    const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    expect(client.protocol).toBe('ocpp2.0.1');
+
+    const boot = (await client.call('BootNotification', BOOT_201)) as Record<string, unknown>;
+    expect(boot).toEqual({ status: 'Accepted', interval: 120, currentTime: expect.stringMatching(ISO_MS) });
+    // Stored before the answer: a read right after it shows the boot.
+    expect(await readStation(s.id)).toEqual({
+      connected: true,
+      protocol: 'ocpp2.0.1',
+      connectedAt: expect.stringMatching(ISO_MS),
+      lastSeenAt: expect.stringMatching(ISO_MS),
+      vendor: 'Alfen',
+      model: 'Eve Double',
+      serialNumber: 'SN-201',
+      firmwareVersion: '6.1.0',
+    });
+
+    expect(await client.call('Heartbeat', {})).toEqual({ currentTime: expect.stringMatching(ISO_MS) });
+    const status = { timestamp: new Date().toISOString(), connectorStatus: 'Available', evseId: 1, connectorId: 1 };
+    expect(await client.call('StatusNotification', status)).toEqual({});
+    expect((await connectionRow(s.id))!.connectorStatuses).toEqual({
+      '1/1': { status: 'Available', timestamp: status.timestamp, receivedAt: expect.stringMatching(ISO_MS) },
+    });
+
+    const list = await t.app.inject({
+      url: `/asset-management/v1/assets?network=${s.network}`,
+      headers: { authorization: t.bearer({ scopes: ['read:asset'] }) },
+    });
+    expect(list.json().data.items).toEqual([expect.objectContaining({ id: s.id, station: expect.objectContaining({ connected: true, vendor: 'Alfen' }) })]);
+  });
+
+  it('logs in with a supplied (scrypt) password', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1', password: 'Supplied:Pass|word-2024' });
+    const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    expect(client.protocol).toBe('ocpp2.0.1');
+  });
+});
+
+describe('OCPP 1.6 station', () => {
+  it('sends its AuthorizationKey as raw bytes (OCPP-J 1.6 §6.2.2), boots and reports a connector', async () => {
+    const s = await provisionStation(t, { ocppVersion: '1.6' });
+    const client = await connected({ identity: s.id, password: Buffer.from(s.password, 'hex'), protocols: ['ocpp1.6'] });
+    expect(client.protocol).toBe('ocpp1.6');
+    expect(await client.call('BootNotification', BOOT_16)).toEqual({ status: 'Accepted', interval: 120, currentTime: expect.stringMatching(ISO_MS) });
+    expect(await readStation(s.id)).toMatchObject({ connected: true, protocol: 'ocpp1.6', vendor: 'ABB', model: 'Terra AC', serialNumber: 'SN-16', firmwareVersion: '1.8.2' });
+    expect(await client.call('Heartbeat', {})).toEqual({ currentTime: expect.stringMatching(ISO_MS) });
+    expect(await client.call('StatusNotification', { connectorId: 2, errorCode: 'NoError', status: 'Charging' })).toEqual({});
+    expect((await connectionRow(s.id))!.connectorStatuses).toEqual({ '2': { status: 'Charging', errorCode: 'NoError', receivedAt: expect.stringMatching(ISO_MS) } });
+  });
+
+  it.each([
+    ['lowercase', (hex: string) => hex],
+    ['uppercase', (hex: string) => hex.toUpperCase()],
+  ])('accepts the key sent as %s hex text (a common station quirk)', async (_case, spell) => {
+    const s = await provisionStation(t, { ocppVersion: '1.6' });
+    const client = await connected({ identity: s.id, password: spell(s.password), protocols: ['ocpp1.6'] });
+    expect(client.protocol).toBe('ocpp1.6');
+  });
+
+  it('a key supplied in upper case is stored in lower case and accepted as raw bytes', async () => {
+    const key = 'ABCDEF0123456789ABCDEF0123456789ABCDEF01';
+    const s = await provisionStation(t, { ocppVersion: '1.6', password: key });
+    const client = await connected({ identity: s.id, password: Buffer.from(key, 'hex'), protocols: ['ocpp1.6'] });
+    expect(client.protocol).toBe('ocpp1.6');
+  });
+
+  it('refuses other bytes, and the hex text of other bytes', async () => {
+    const s = await provisionStation(t, { ocppVersion: '1.6' });
+    const wrong = Buffer.from(s.password, 'hex');
+    wrong[0]! ^= 1;
+    expect(await refusedWith(station({ identity: s.id, password: wrong, protocols: ['ocpp1.6'] }))).toBe(401);
+    expect(await refusedWith(station({ identity: s.id, password: wrong.toString('hex'), protocols: ['ocpp1.6'] }))).toBe(401);
+  });
+});
+
+describe('refused logins: 404 for an unknown identity, 401 otherwise, the reason only in the log', () => {
+  it('wrong password, no password, username that is not the identity, asset without password', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const bare = await createAsset(t, { securityProfile: 1 });
+    const cases: Array<[StationClient, string]> = [
+      [station({ identity: s.id, password: `${s.password.slice(0, -1)}x`, protocols: ['ocpp2.0.1'] }), 'wrong password'],
+      [station({ identity: s.id, protocols: ['ocpp2.0.1'] }), 'no credentials'],
+      [station({ identity: s.id, protocols: ['ocpp2.0.1'], headers: { authorization: basic(`${s.id}x`, s.password) } }), 'username is not the identity'],
+      [station({ identity: s.id, protocols: ['ocpp2.0.1'], headers: { authorization: 'Bearer abc' } }), 'malformed Authorization header'],
+      [station({ identity: bare.id, password: s.password, protocols: ['ocpp2.0.1'] }), 'asset has no password'],
+    ];
+    for (const [client, reason] of cases) {
+      expect(await refusedWith(client), reason).toBe(401);
+      expect(t.logLines().some((l) => l.includes('station login refused') && l.includes(reason))).toBe(true);
+    }
+    expect(await readStation(s.id)).toBeNull();
+    expect(t.logLines().filter((l) => l.includes(s.password))).toEqual([]);
+  });
+
+  it('an unknown identity is 404 and costs no password hash: it is answered while the hashing queue is full', async () => {
+    const releases: Array<() => void> = [];
+    const held = Array.from({ length: passwordHashQueue.concurrency }, () => passwordHashQueue(() => new Promise<void>((r) => releases.push(r))));
+    try {
+      expect(await refusedWith(station({ identity: 'CP-no-such-station', password: 'whatever-password-1', protocols: ['ocpp2.0.1'] }))).toBe(404);
+      expect(passwordHashQueue.pendingCount).toBe(0);
+    } finally {
+      for (const release of releases) release();
+      await Promise.all(held);
+    }
+  });
+
+  it('a wrong supplied password waits for its turn in the bounded hashing queue', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1', password: 'Another:Supplied-pass1' });
+    const releases: Array<() => void> = [];
+    const held = Array.from({ length: passwordHashQueue.concurrency }, () => passwordHashQueue(() => new Promise<void>((r) => releases.push(r))));
+    const refused = refusedWith(station({ identity: s.id, password: 'Wrong:Supplied-password', protocols: ['ocpp2.0.1'] }));
+    await vi.waitFor(() => expect(passwordHashQueue.pendingCount).toBe(1));
+    for (const release of releases) release();
+    await Promise.all(held);
+    expect(await refused).toBe(401);
+  });
+
+  it('profile 3 is never served, and profile 2 needs TLS: a plain connection gets 401', async () => {
+    const p3 = await createAsset(t, { securityProfile: 3 });
+    expect(await refusedWith(station({ identity: p3.id, password: 'irrelevant-password-1', protocols: ['ocpp2.0.1'] }))).toBe(401);
+    const p2 = await provisionStation(t, { ocppVersion: '2.0.1', securityProfile: 2 });
+    expect(await refusedWith(station({ identity: p2.id, password: p2.password, protocols: ['ocpp2.0.1'] }))).toBe(401);
+    // X-Forwarded-Proto counts only from a trusted proxy (TRUST_PROXY is off here).
+    expect(
+      await refusedWith(station({ identity: p2.id, password: p2.password, protocols: ['ocpp2.0.1'], headers: { 'x-forwarded-proto': 'https' } })),
+    ).toBe(401);
+    expect(t.logLines().some((l) => l.includes('security profile 2 needs TLS'))).toBe(true);
+  });
+
+  it('behind a trusted proxy, X-Forwarded-Proto https meets profile 2', async () => {
+    const p2 = await provisionStation(t, { ocppVersion: '2.0.1', securityProfile: 2 });
+    const proxied = await siblingApp(t, { OCPP_MIN_SECURITY_PROFILE: '1', TRUST_PROXY: 'true' });
+    try {
+      await proxied.app.listen({ host: '127.0.0.1', port: 0 });
+      const url = `ws://127.0.0.1:${(proxied.app.server.address() as AddressInfo).port}/ocpp`;
+      const plain = stationClient(url, { identity: p2.id, password: p2.password, protocols: ['ocpp2.0.1'] });
+      expect(await refusedWith(plain)).toBe(401);
+      const spoofed = stationClient(url, { identity: p2.id, password: p2.password, protocols: ['ocpp2.0.1'], headers: { 'x-forwarded-proto': 'http, https' } });
+      expect(await refusedWith(spoofed)).toBe(401);
+      const client = stationClient(url, { identity: p2.id, password: p2.password, protocols: ['ocpp2.0.1'], headers: { 'x-forwarded-proto': 'https' } });
+      await client.connect();
+      expect(client.protocol).toBe('ocpp2.0.1');
+      await client.close({ force: true });
+    } finally {
+      await proxied.close();
+    }
+  });
+
+  it('other paths are no OCPP endpoint', async () => {
+    for (const path of ['/ocpp', '/ocpp/', '/other/CP-1', '/ocpp/a/b', '/ocpp/%ZZ', `/ocpp/${'x'.repeat(129)}`]) {
+      expect((await rawUpgrade(port, path, {})).status, path).toBe(404);
+    }
+  });
+});
+
+describe('subprotocols', () => {
+  it.each([
+    ['2.0.1', 'ocpp2.0.1'],
+    ['1.6', 'ocpp1.6'],
+  ] as const)('a %s asset offered both gets %s', async (ocppVersion, protocol) => {
+    const s = await provisionStation(t, { ocppVersion });
+    const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp1.6', 'ocpp2.0.1'] });
+    expect(client.protocol).toBe(protocol);
+  });
+
+  it('a station that does not offer its version completes no OCPP session and is never connected', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const client = station({ identity: s.id, password: s.password, protocols: ['ocpp1.6'] });
+    await expect(client.connect()).rejects.toThrow(/no subprotocol/);
+    expect(await readStation(s.id)).toBeNull();
+  });
+
+  it('per-message compression is declined', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const res = await rawUpgrade(port, `/ocpp/${s.id}`, {
+      authorization: basic(s.id, s.password),
+      'sec-websocket-protocol': 'ocpp2.0.1',
+      'sec-websocket-extensions': 'permessage-deflate; client_max_window_bits',
+    });
+    expect(res.status).toBe(101);
+    expect(res.headers['sec-websocket-protocol']).toBe('ocpp2.0.1');
+    expect(res.headers['sec-websocket-extensions']).toBeUndefined();
+    res.socket!.destroy();
+  });
+});
+
+describe('messages', () => {
+  it.each([
+    ['2.0.1', ['ocpp2.0.1'], 'Authorize', { idToken: { idToken: 'TAG1', type: 'ISO14443' } }],
+    ['1.6', ['ocpp1.6'], 'Authorize', { idTag: 'TAG1' }],
+  ] as const)('%s: an action the service does not handle gets NotImplemented; the socket stays open', async (ocppVersion, protocols, method, params) => {
+    const s = await provisionStation(t, { ocppVersion });
+    const client = await connected({ identity: s.id, password: ocppVersion === '1.6' ? Buffer.from(s.password, 'hex') : s.password, protocols: [...protocols] });
+    await expect(client.call(method, params)).rejects.toMatchObject({ rpcErrorCode: 'NotImplemented' });
+    expect(await client.call('Heartbeat', {})).toEqual({ currentTime: expect.stringMatching(ISO_MS) });
+  });
+
+  it.each([
+    ['2.0.1', 'ocpp2.0.1', { reason: 'PowerUp' }],
+    ['1.6', 'ocpp1.6', { chargePointVendor: 'ABB' }],
+  ] as const)('%s: a malformed BootNotification gets the schema’s CALLERROR and the socket stays open', async (ocppVersion, protocol, params) => {
+    const s = await provisionStation(t, { ocppVersion });
+    // Not strict on the station's side, so the malformed call goes out.
+    const client = await connected({ identity: s.id, password: s.password, protocols: [protocol], strictMode: false });
+    // OCPP 2.0.1 spells it OccurenceConstraintViolation.
+    await expect(client.call('BootNotification', params)).rejects.toMatchObject({ rpcErrorCode: expect.stringMatching(/^Occurr?enceConstraintViolation$/) });
+    await expect(client.call('BootNotification', { ...params, extra: 1 })).rejects.toMatchObject({ rpcErrorCode: expect.stringMatching(/Violation$/) });
+    expect(await client.call('Heartbeat', {})).toEqual({ currentTime: expect.stringMatching(ISO_MS) });
+    expect((await connectionRow(s.id))!.vendor).toBeNull();
+  });
+
+  it('garbage that is not OCPP-J leaves the socket open', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    client.sendRaw('this is not json');
+    client.sendRaw('[9,"x"]');
+    expect(await client.call('Heartbeat', {})).toEqual({ currentTime: expect.stringMatching(ISO_MS) });
+  });
+});
+
+describe('connection state', () => {
+  it('a second connection for the same identity replaces the first: the old socket is closed, the station stays connected', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const first = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    const firstClosed = new Promise<{ code: number }>((resolve) => first.once('close', resolve));
+    const second = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    expect((await firstClosed).code).toBe(1000);
+    expect(await second.call('Heartbeat', {})).toEqual({ currentTime: expect.stringMatching(ISO_MS) });
+    // The older socket's close must not disconnect the newer one.
+    await vi.waitFor(async () => expect((await connectionRow(s.id))!.epoch).toBe(2));
+    expect(await readStation(s.id)).toMatchObject({ connected: true });
+    expect(t.app.stations.isHeld(s.id)).toBe(true);
+  });
+
+  it('a disconnect reads connected: false, and connectedAt/lastSeenAt stay', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    await client.call('BootNotification', BOOT_201);
+    const before = await readStation(s.id);
+    await client.close({ code: 1000 });
+    await vi.waitFor(async () => expect((await readStation(s.id)).connected).toBe(false));
+    expect(await readStation(s.id)).toEqual({ ...before, connected: false, lastSeenAt: expect.stringMatching(ISO_MS) });
+  });
+
+  it('a station that never sends a message stays connected on pings, and its lastSeenAt moves with its pongs', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    const first = await readStation(s.id);
+    // Pings every second; each pong counts as seen and is written in the next batch.
+    await vi.waitFor(async () => expect(Date.parse((await readStation(s.id)).lastSeenAt)).toBeGreaterThan(Date.parse(first.lastSeenAt)), { timeout: 5000, interval: 100 });
+    expect(await readStation(s.id)).toMatchObject({ connected: true });
+  });
+
+  it('a socket that stops answering pings is closed and reads disconnected', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    // A hand-written handshake never answers a ping.
+    const res = await rawUpgrade(port, `/ocpp/${s.id}`, { authorization: basic(s.id, s.password), 'sec-websocket-protocol': 'ocpp2.0.1' });
+    expect(res.status).toBe(101);
+    const closed = new Promise<void>((resolve) => res.socket!.once('close', () => resolve()));
+    res.socket!.on('data', () => undefined);
+    expect(await readStation(s.id)).toMatchObject({ connected: true });
+    await closed;
+    await vi.waitFor(async () => expect((await readStation(s.id)).connected).toBe(false));
+  });
+});
