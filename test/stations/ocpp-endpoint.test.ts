@@ -1,11 +1,12 @@
 // Stations connect over OCPP-J and log in with the password the service stores (contract §8.1).
 // The station is ocpp-rpc's RPCClient: a real implementation of the other side.
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
+import { claimStation } from '../../src/stations/stations-repository.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { createAsset, siblingApp } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
@@ -335,5 +336,60 @@ describe('connection state', () => {
     expect(await readStation(s.id)).toMatchObject({ connected: true });
     await closed;
     await vi.waitFor(async () => expect((await readStation(s.id)).connected).toBe(false));
+  });
+});
+
+describe('two replicas on one database', () => {
+  it('the newest connection wins across replicas: the older replica closes its socket when its lease renewal finds another epoch', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const other = await siblingApp(t, { OCPP_MIN_SECURITY_PROFILE: '1', OCPP_LEASE_SECONDS: '1' });
+    try {
+      await other.app.listen({ host: '127.0.0.1', port: 0 });
+      const first = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+      const firstClosed = new Promise<{ code: number }>((resolve) => first.once('close', resolve));
+      const second = stationClient(`ws://127.0.0.1:${(other.app.server.address() as AddressInfo).port}/ocpp`, {
+        identity: s.id,
+        password: s.password,
+        protocols: ['ocpp2.0.1'],
+      });
+      await second.connect();
+      expect((await firstClosed).code).toBe(1000);
+      expect(t.app.stations.isHeld(s.id)).toBe(false);
+      expect(other.app.stations.isHeld(s.id)).toBe(true);
+      expect(await readStation(s.id)).toMatchObject({ connected: true });
+      expect((await connectionRow(s.id))!.replicaId).toBe(other.app.stations.replicaId);
+      await second.close({ force: true });
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('a replica that shuts down marks its stations disconnected at once', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const other = await siblingApp(t, { OCPP_MIN_SECURITY_PROFILE: '1' });
+    await other.app.listen({ host: '127.0.0.1', port: 0 });
+    const client = stationClient(`ws://127.0.0.1:${(other.app.server.address() as AddressInfo).port}/ocpp`, {
+      identity: s.id,
+      password: s.password,
+      protocols: ['ocpp2.0.1'],
+    });
+    await client.connect();
+    const closed = new Promise<{ code: number }>((resolve) => client.once('close', resolve));
+    expect(await readStation(s.id)).toMatchObject({ connected: true });
+    await other.close();
+    await closed;
+    // Read through this replica, which never held the station.
+    expect(await readStation(s.id)).toMatchObject({ connected: false });
+  });
+
+  it('a replica whose lease has run out reads disconnected on every replica', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    // What a replica that died leaves behind: its stations' rows and a lease nobody renews.
+    const dead = `rep_dead_${s.id}`;
+    await t.database.db.execute(sql`insert into station_replicas (id, lease_expires_at) values (${dead}, now() + interval '30 seconds')`);
+    await claimStation(t.database.db, { assetId: s.id, replicaId: dead, protocol: 'ocpp2.0.1' });
+    expect(await readStation(s.id)).toMatchObject({ connected: true });
+    await t.database.db.execute(sql`update station_replicas set lease_expires_at = now() - interval '1 millisecond' where id = ${dead}`);
+    expect(await readStation(s.id)).toMatchObject({ connected: false });
   });
 });
