@@ -223,8 +223,16 @@ export async function connectStation(options: StationClientOptions) {
     handle(method: string, handler: CallHandler) {
       client.handle(method, ({ params }: { params?: unknown }) => handler(params));
     },
+    // Every call the service sends that has no handler of its own; an OcppCallError thrown by the
+    // handler goes back as that CALLERROR.
     handleAny(handler: (method: string, params: unknown) => unknown) {
-      client.handle(({ method, params }: { method?: string; params?: unknown }) => handler(String(method), params));
+      client.handle(async ({ method, params }: { method?: string; params?: unknown }) => {
+        try {
+          return await handler(String(method), params);
+        } catch (error) {
+          throw error instanceof OcppCallError ? createRPCError(error.code, error.message) : error;
+        }
+      });
     },
     async call(method: string, params: unknown): Promise<unknown> {
       try {
