@@ -3,11 +3,17 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AddressInfo } from 'node:net';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import { claimStation } from '../../src/stations/stations-repository.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { freePort } from '../helpers/probe-app.js';
+import { createServerDatabase } from '../helpers/test-database.js';
 import { createAsset, siblingApp } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
 
@@ -392,4 +398,169 @@ describe('two replicas on one database', () => {
     await t.database.db.execute(sql`update station_replicas set lease_expires_at = now() - interval '1 millisecond' where id = ${dead}`);
     expect(await readStation(s.id)).toMatchObject({ connected: false });
   });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Two real service processes on one PostgreSQL database (contract §8.3): a station connected to
+// one reads connected through the other; a replica that stops marks its stations disconnected; a
+// replica that dies is found out by its lease; the lease survives terminated backends.
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const LEASE_SECONDS = 2;
+
+interface Replica {
+  child: ChildProcess;
+  base: string;
+  endpoint: string;
+  stdout(): string;
+  stderr(): string;
+  exited: Promise<[number | null, NodeJS.Signals | null]>;
+}
+
+async function startReplica(databaseUrl: string): Promise<Replica> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      LOG_LEVEL: 'error',
+      RATE_LIMIT_MAX: '0',
+      DATABASE_URL: databaseUrl,
+      DATABASE_POOL_MAX: '4',
+      // One issuer for both, as behind one load balancer: a token of one is good at the other.
+      AUTH_ISSUER: 'http://cns.test',
+      OCPP_MIN_SECURITY_PROFILE: '1',
+      OCPP_LEASE_SECONDS: String(LEASE_SECONDS),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (c, s) => resolve([c, s])));
+  const base = `http://127.0.0.1:${port}`;
+  // Generous bound for a cold tsx compile and the migrations: a safety net, not a speed check.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`replica exited early: ${stderr}`);
+    if (Date.now() > deadline) throw new Error('replica did not start listening');
+    const ok = await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    await sleep(100);
+  }
+  return { child, base, endpoint: `ws://127.0.0.1:${port}/ocpp`, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+async function api(base: string, token: string, path: string, body?: unknown) {
+  const res = await fetch(`${base}${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, body: (await res.json()) as { data: Record<string, unknown> } };
+}
+
+const onServer = process.env.DATABASE_URL ? describe : undefined;
+
+onServer?.('two service processes on one database (PostgreSQL)', () => {
+  const replicas: Replica[] = [];
+  const stations: StationClient[] = [];
+  let dropDatabase: (() => Promise<void>) | undefined;
+
+  afterAll(async () => {
+    await Promise.all(stations.map((s) => s.close({ force: true }).catch(() => undefined)));
+    for (const r of replicas) {
+      if (r.child.exitCode === null && r.child.signalCode === null) {
+        r.child.kill('SIGKILL');
+        await r.exited;
+      }
+    }
+    await dropDatabase?.();
+  });
+
+  it(
+    'a station on one replica reads connected on the other; SIGTERM reads disconnected at once, kill -9 once the lease runs out; terminated backends change nothing (PostgreSQL)',
+    async () => {
+      const database = await createServerDatabase();
+      dropDatabase = database.drop;
+      const a = await startReplica(database.url);
+      replicas.push(a);
+      const clientId = /client_id:\s+(\S+)/.exec(a.stdout())?.[1];
+      const clientSecret = /client_secret:\s+(\S+)/.exec(a.stdout())?.[1];
+      expect(clientId && clientSecret, a.stdout()).toBeTruthy();
+      const tokenRes = await fetch(`${a.base}/oauth/token`, {
+        method: 'POST',
+        headers: { authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'grant_type=client_credentials',
+      });
+      const token = ((await tokenRes.json()) as { access_token: string }).access_token;
+      const b = await startReplica(database.url);
+      replicas.push(b);
+
+      const id = 'CP-replicas-1';
+      expect((await api(a.base, token, '/asset-management/v1/assets', { id, network: 'net_replicas', securityProfile: 1 })).status).toBe(201);
+      const changed = await api(b.base, token, '/asset-management/v1/assets/change-password', { id });
+      expect(changed.status).toBe(200);
+      const password = changed.body.data.password as string;
+      const readThroughB = async () => (await api(b.base, token, `/asset-management/v1/assets/${id}`)).body.data.station as Record<string, unknown> | null;
+
+      // Connected to A, read through B.
+      const first = stationClient(a.endpoint, { identity: id, password, protocols: ['ocpp2.0.1'] });
+      stations.push(first);
+      await first.connect();
+      await first.call('BootNotification', { reason: 'PowerUp', chargingStation: { vendorName: 'Kempower', model: 'S-Series' } });
+      expect(await readThroughB()).toMatchObject({ connected: true, protocol: 'ocpp2.0.1', vendor: 'Kempower', model: 'S-Series' });
+
+      // The hardening storm: every backend of the database terminated, again and again. A keeps
+      // its station, its lease comes back, and nothing reaches the process as an unhandled error.
+      const killer = new pg.Client({ connectionString: process.env.DATABASE_URL });
+      await killer.connect();
+      let terminated = 0;
+      try {
+        const until = Date.now() + 2000;
+        while (Date.now() < until) {
+          const { rows } = await killer.query<{ ok: boolean }>(
+            'SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+            [database.name],
+          );
+          terminated += rows.filter((r) => r.ok).length;
+          await sleep(100);
+        }
+      } finally {
+        await killer.end();
+      }
+      expect(terminated).toBeGreaterThan(0);
+      expect([a.child.exitCode, b.child.exitCode]).toEqual([null, null]);
+      expect(await first.call('Heartbeat', {})).toEqual({ currentTime: expect.any(String) });
+      await vi.waitFor(async () => expect(await readThroughB()).toMatchObject({ connected: true }), { timeout: 10_000, interval: 200 });
+      expect(a.stderr() + b.stderr()).toBe('');
+
+      // SIGTERM: A marks its stations disconnected before it exits.
+      const firstClosed = new Promise<void>((resolve) => first.once('close', () => resolve()));
+      a.child.kill('SIGTERM');
+      expect(await a.exited).toEqual([0, null]);
+      await firstClosed;
+      expect(await readThroughB()).toMatchObject({ connected: false });
+
+      // kill -9: nothing is marked; the lease that C no longer renews runs out.
+      const c = await startReplica(database.url);
+      replicas.push(c);
+      const second = stationClient(c.endpoint, { identity: id, password, protocols: ['ocpp2.0.1'] });
+      stations.push(second);
+      await second.connect();
+      expect(await readThroughB()).toMatchObject({ connected: true });
+      c.child.kill('SIGKILL');
+      await c.exited;
+      // The bound is a safety net (the lease is LEASE_SECONDS), not a speed check.
+      await vi.waitFor(async () => expect(await readThroughB()).toMatchObject({ connected: false }), { timeout: 15_000, interval: 100 });
+    },
+    120_000,
+  );
 });
