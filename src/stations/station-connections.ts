@@ -103,11 +103,21 @@ export function createStationConnections(options: StationConnectionsOptions): St
       return { accept: true, protocol, session: { epoch: null } };
     }
     if (closing) return refuse(identity, 503, 'shutting down');
+    // A station that hung up while its password waited in the queue is never recorded as connected.
+    if (request.socket.destroyed) return refuse(identity, 401, 'hung up before the login completed');
     const epoch = await claimStation(db, { assetId: identity, replicaId, protocol });
     const claimedAt = Date.now();
-    // Whatever ends this TCP connection, before or after the WebSocket opened, releases the claim;
-    // the epoch keeps it from releasing a newer connection's.
-    request.socket.once('close', () => released(identity, epoch, claimedAt));
+    // Whatever ends this TCP connection, before or after the WebSocket opened, releases the claim
+    // once; the epoch keeps it from releasing a newer connection's.
+    let done = false;
+    const release = () => {
+      if (done) return;
+      done = true;
+      released(identity, epoch, claimedAt);
+    };
+    request.socket.once('close', release);
+    // The station may have hung up while its password was checked or the claim written.
+    if (request.socket.destroyed) release();
     return { accept: true, protocol, session: { epoch } };
   }
 

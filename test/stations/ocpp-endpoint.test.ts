@@ -2,7 +2,8 @@
 // The station is ocpp-rpc's RPCClient: a real implementation of the other side.
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { request as httpRequest } from 'node:http';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -196,6 +197,30 @@ describe('refused logins: 404 for an unknown identity, 401 otherwise, the reason
     for (const release of releases) release();
     await Promise.all(held);
     expect(await refused).toBe(401);
+  });
+
+  it('a station that hangs up while its password waits in the queue is never recorded as connected', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1', password: 'Hangs-up:while-queued1' });
+    const releases: Array<() => void> = [];
+    const held = Array.from({ length: passwordHashQueue.concurrency }, () => passwordHashQueue(() => new Promise<void>((r) => releases.push(r))));
+    const socket = await new Promise<Socket>((resolve, reject) => {
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port,
+        path: `/ocpp/${s.id}`,
+        headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-protocol': 'ocpp2.0.1', authorization: basic(s.id, s.password) },
+      });
+      req.on('socket', resolve);
+      req.on('error', () => undefined);
+      req.on('upgrade', () => reject(new Error('upgraded before the queue was released')));
+      req.end();
+    });
+    await vi.waitFor(() => expect(passwordHashQueue.pendingCount).toBe(1));
+    socket.destroy();
+    for (const release of releases) release();
+    await Promise.all(held);
+    await vi.waitFor(() => expect(t.logLines().some((l) => l.includes(s.id) && l.includes('hung up before the login completed'))).toBe(true));
+    expect(await readStation(s.id)).toBeNull();
   });
 
   it('profile 3 is never served, and profile 2 needs TLS: a plain connection gets 401', async () => {
