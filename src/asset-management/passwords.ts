@@ -1,5 +1,5 @@
 import { createHmac, randomBytes, randomInt, scrypt, timingSafeEqual, type BinaryLike, type ScryptOptions } from 'node:crypto';
-import { passwordHashQueue } from './password-hash-queue.js';
+import { passwordHashQueue, stationLoginQueue } from './password-hash-queue.js';
 
 export type OcppVersion = '1.6' | '2.0.1';
 
@@ -206,8 +206,12 @@ export function stationPasswordText(version: OcppVersion, raw: Buffer): string |
 // with two runs, for assets whose key nobody has changed since).
 export async function verifyStationPassword(version: OcppVersion, raw: Buffer, encoded: string): Promise<boolean> {
   const text = stationPasswordText(version, raw);
-  if (text === null || passwordScheme(encoded) === null) return false;
-  if (await verifyPassword(text, encoded)) return true;
-  const upper = text.toUpperCase();
-  return version === '1.6' && passwordScheme(encoded) === 'scrypt' && upper !== text && verifyPassword(upper, encoded);
+  const scheme = passwordScheme(encoded);
+  if (text === null || scheme === null) return false;
+  if (scheme === 'hmac-sha256') return verifyPassword(text, encoded);
+  return stationLoginQueue(async () => {
+    if (await verifyPassword(text, encoded)) return true;
+    const upper = text.toUpperCase();
+    return version === '1.6' && scheme === 'scrypt' && upper !== text && verifyPassword(upper, encoded);
+  });
 }
