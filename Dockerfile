@@ -26,6 +26,10 @@ COPY package.json ./
 # The embedded database (used when DATABASE_URL is unset) needs a writable folder.
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node
+# 3000 serves the API and the stations' OCPP-J endpoint (ws://…/ocpp/{asset id}). Security
+# profile 2 needs TLS: terminate it in a proxy in front (wss:// → this port, with
+# X-Forwarded-Proto: https and TRUST_PROXY=true), or mount a certificate and set OCPP_TLS_PORT,
+# OCPP_TLS_CERT_FILE and OCPP_TLS_KEY_FILE for the service's own TLS listener (publish that port too).
 EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]

@@ -898,13 +898,18 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 process.on('exit', () => killAllChildrenNow());
 
-main()
-  .then(async () => {
-    await cleanup();
-    process.exit(0);
-  })
-  .catch(async (error: unknown) => {
-    process.stderr.write(`benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    await cleanup();
-    process.exit(1);
-  });
+// The "stations" group (npm run bench -- --stations) has a harness of its own: bench/stations.ts.
+if (process.argv.includes('--stations')) {
+  await import('./stations.js');
+} else {
+  main()
+    .then(async () => {
+      await cleanup();
+      process.exit(0);
+    })
+    .catch(async (error: unknown) => {
+      process.stderr.write(`benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      await cleanup();
+      process.exit(1);
+    });
+}

@@ -15,6 +15,7 @@ import openapi from './plugins/openapi.js';
 import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
 import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
 import type { ScryptParams } from './asset-management/passwords.js';
+import stationsPlugin from './stations/stations-plugin.js';
 
 export interface BuildOptions {
   // Tests hand in a fresh database; production opens the one the config names.
@@ -131,6 +132,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, scryptParams: options.scryptParams });
+  await app.register(stationsPlugin);
 
   return app;
 }

@@ -4,12 +4,14 @@ import { openDatabase } from './db/database.js';
 import { ClientInputError, createClient, listClients, revokeClient } from './auth/clients-service.js';
 import { parseScopeList } from './auth/scopes.js';
 import { seedDemoData } from './cli/demo-data.js';
+import { runStationCommand, STATION_USAGE, StationInputError } from './stations/station-cli.js';
 
 const USAGE = `usage:
   cli clients create --name NAME --scopes "read:sessionpayment write:asset" [--network ID] [--admin]
   cli clients list
   cli clients revoke CLIENT_ID
-  cli demo-data            record demo session payments (skips sessions that already have one)`;
+  cli demo-data            record demo session payments (skips sessions that already have one)
+${STATION_USAGE}`;
 
 type Command = (args: string[], db: Awaited<ReturnType<typeof openDatabase>>['db']) => Promise<number>;
 
@@ -54,6 +56,8 @@ const commands: Record<string, Command> = {
 };
 
 export async function runCli(argv: string[]): Promise<number> {
+  // Talks to a running service over the network: no configuration, no database.
+  if (argv[0] === 'station') return runStationCommand(argv.slice(1));
   const key = argv.slice(0, 2).join(' ');
   const single = argv[0] ?? '';
   const [name, rest] = commands[key] ? [key, argv.slice(2)] : commands[single] ? [single, argv.slice(1)] : [undefined, []];
@@ -74,7 +78,7 @@ export async function runCli(argv: string[]): Promise<number> {
 runCli(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof ClientInputError || error instanceof ConfigError) {
+    if (error instanceof ClientInputError || error instanceof ConfigError || error instanceof StationInputError) {
       process.stderr.write(`${error.message}\n${USAGE}\n`);
       process.exit(2);
     }

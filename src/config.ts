@@ -39,6 +39,14 @@ const envSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
   // Longest time for a request's headers and body to arrive (never bounds a handler's work).
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
+  OCPP_HEARTBEAT_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
+  // A socket that misses one ping is closed at the next: dead within twice this (contract §8.1: 60 s).
+  OCPP_PING_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(30).default(30),
+  // A replica that dies reads disconnected once its lease runs out (contract §8.3: within 60 s).
+  OCPP_LEASE_SECONDS: z.coerce.number().int().min(1).max(60).default(30),
+  OCPP_TLS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  OCPP_TLS_CERT_FILE: z.string().min(1).optional(),
+  OCPP_TLS_KEY_FILE: z.string().min(1).optional(),
 });
 
 const DEFAULT_AUDIENCE = 'charging-network-api';
@@ -46,6 +54,11 @@ const DEFAULT_AUDIENCE = 'charging-network-api';
 // The application's view of the environment: AppConfig is whatever this returns.
 const configSchema = envSchema.transform((e, ctx) => {
   const external = e.AUTH_JWKS_URL !== undefined;
+  const tlsVariables = [e.OCPP_TLS_PORT, e.OCPP_TLS_CERT_FILE, e.OCPP_TLS_KEY_FILE].filter((v) => v !== undefined).length;
+  if (tlsVariables !== 0 && tlsVariables !== 3) {
+    ctx.addIssue({ code: 'custom', path: ['OCPP_TLS_PORT'], message: 'OCPP_TLS_PORT, OCPP_TLS_CERT_FILE and OCPP_TLS_KEY_FILE go together' });
+    return z.NEVER;
+  }
   if (external && !e.AUTH_ISSUER) {
     ctx.addIssue({ code: 'custom', path: ['AUTH_ISSUER'], message: 'required when AUTH_JWKS_URL is set' });
     return z.NEVER;
@@ -80,6 +93,13 @@ const configSchema = envSchema.transform((e, ctx) => {
     rateLimit: { max: e.RATE_LIMIT_MAX, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, redisUrl: e.REDIS_URL },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    ocpp: {
+      heartbeatIntervalSeconds: e.OCPP_HEARTBEAT_INTERVAL_SECONDS,
+      pingIntervalSeconds: e.OCPP_PING_INTERVAL_SECONDS,
+      leaseSeconds: e.OCPP_LEASE_SECONDS,
+      tls:
+        e.OCPP_TLS_PORT !== undefined ? { port: e.OCPP_TLS_PORT, certFile: e.OCPP_TLS_CERT_FILE!, keyFile: e.OCPP_TLS_KEY_FILE! } : undefined,
+    },
   };
 });
 

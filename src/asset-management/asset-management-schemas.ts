@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { identifierSchema, nameSchema } from '../identifier-schemas.js';
 import { LISTED_ID } from '../identifiers.js';
 import { CONNECTION_TYPES, CONNECTOR_FORMATS, OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from './asset-management-tables.js';
+import { stationOutput } from '../stations/station-schemas.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
 // Every object is strict: a misspelt optional field must be a 400, never silently ignored.
 
@@ -163,6 +164,7 @@ export const assetOutput = z.object({
   passwordChangedAt: dateTime.nullable().describe('null before the first change'),
   createdAt: dateTime,
   updatedAt: dateTime,
+  station: stationOutput.nullable(),
 });
 
 export type Asset = z.output<typeof assetOutput>;

@@ -18,14 +18,16 @@ import {
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
 import { paginate, rowsToFetch, type Page, type PageOptions } from './paging.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl } from './security-profiles.js';
-import { generatePassword, hashPassword, passwordProblem, type ScryptParams } from './passwords.js';
+import { generatePassword, hashAssetPassword, passwordProblem, type ScryptParams } from './passwords.js';
+import { stationViews } from '../stations/stations-service.js';
+import type { StationView } from '../stations/station-schemas.js';
 
 export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
 export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
 
 type Actor = NetworkScope & Pick<Principal, 'clientId'>;
 
-export function toAsset(row: AssetRow): Asset {
+export function toAsset(row: AssetRow, station: StationView | null = null): Asset {
   // Built field by field: the row carries the password hash, which must never be answered.
   return {
     id: row.id,
@@ -37,6 +39,7 @@ export function toAsset(row: AssetRow): Asset {
     passwordChangedAt: row.passwordChangedAt ? row.passwordChangedAt.toISOString() : null,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
+    station,
   };
 }
 
@@ -106,7 +109,7 @@ export async function createAsset(
 export async function getAsset(db: Executor, actor: Actor, id: string): Promise<Asset> {
   const row = await findAsset(db, actor, id);
   if (!row) throw assetNotFound(id);
-  return toAsset(row);
+  return toAsset(row, (await stationViews(db, [row.id])).get(row.id) ?? null);
 }
 
 export async function listAssetsPage(db: Executor, actor: Actor, options: PageOptions & { network?: string | undefined }): Promise<Page<Asset>> {
@@ -119,7 +122,9 @@ export async function listAssetsPage(db: Executor, actor: Actor, options: PageOp
     limit: rowsToFetch(options),
     startingAfter: options.startingAfter,
   });
-  return paginate(rows, options.limit, toAsset);
+  const page = paginate(rows, options.limit, (row) => row);
+  const stations = await stationViews(db, page.items.map((row) => row.id));
+  return { items: page.items.map((row) => toAsset(row, stations.get(row.id) ?? null)), hasMore: page.hasMore };
 }
 
 export interface PasswordChangeResult {
@@ -153,9 +158,9 @@ export async function changeAssetPassword(
     if (problem) throw invalidField('password', problem);
     password = input.password;
   }
-  // ~100 ms of scrypt (plus its turn in the hashing queue), done before the transaction so no
-  // connection is held while it waits or runs.
-  const passwordHash = await hashPassword(password, deps.scryptParams);
+  // A supplied password costs ~100 ms of scrypt (plus its turn in the hashing queue), done before
+  // the transaction so no connection is held while it waits or runs.
+  const passwordHash = await hashAssetPassword(asset.ocppVersion, password, { generated, scryptParams: deps.scryptParams });
 
   const changedAt = await db.transaction(async (tx) => {
     const updated = await updateAssetPassword(tx, { id: asset.id, network: asset.network, passwordHash });

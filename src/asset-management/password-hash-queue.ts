@@ -22,3 +22,8 @@ export const HASH_CONCURRENCY = hashConcurrency(availableParallelism());
 // verifying one alike (station logins too), so a burst of either waits instead of spreading.
 // Nothing is refused for a long queue (contract §4 has no status for it): callers wait.
 export const passwordHashQueue: LimitFunction = pLimit(HASH_CONCURRENCY);
+
+// Station logins checked with scrypt wait here first, and at most HASH_CONCURRENCY of them are in
+// the queue above at once: a reconnect storm of a thousand stations queues here, and a password
+// change from the API waits behind at most one round of them (~100 ms), never behind the storm.
+export const stationLoginQueue: LimitFunction = pLimit(HASH_CONCURRENCY);

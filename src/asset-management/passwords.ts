@@ -1,7 +1,7 @@
-import { randomBytes, randomInt, scrypt, timingSafeEqual, type BinaryLike, type ScryptOptions } from 'node:crypto';
+import { createHmac, randomBytes, randomInt, scrypt, timingSafeEqual, type BinaryLike, type ScryptOptions } from 'node:crypto';
 // A type only, erased at run time: this file of rules loads nothing of the database.
 import type { OcppVersion } from './asset-management-tables.js';
-import { passwordHashQueue } from './password-hash-queue.js';
+import { passwordHashQueue, stationLoginQueue } from './password-hash-queue.js';
 
 // OCPP 2.0.1 passwordString (A00.FR.205): exactly these 71 characters.
 const OCPP201_ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789*-_=:+|@.';
@@ -102,8 +102,69 @@ function strictBase64(text: string): Buffer | null {
   return bytes.length > 0 && bytes.toString('base64') === text ? bytes : null;
 }
 
+// The scheme is the hash's first `$` field, so old hashes keep verifying when the choice changes:
+// - `scrypt`: a supplied password, hashed as given. 1.6 keys hashed so before hex text was
+//   normalised carry the case they were supplied in.
+// - `scrypt-hex`: a supplied 1.6 key, hashed as lowercase hex text.
+// - `hmac-sha256`: a generated password (≥ 200 random bits): nobody can guess it, so a fast salted
+//   hash is as safe as a slow one, and a reconnect storm of stations costs microseconds each.
+export type PasswordScheme = 'scrypt' | 'scrypt-hex' | 'hmac-sha256';
+
+export function passwordScheme(encoded: string): PasswordScheme | null {
+  if (typeof encoded !== 'string') return null;
+  const scheme = encoded.slice(0, encoded.indexOf('$'));
+  return scheme === 'scrypt' || scheme === 'scrypt-hex' || scheme === 'hmac-sha256' ? scheme : null;
+}
+
+const HMAC_SALT_LENGTH = 16;
+const HMAC_PATTERN = /^hmac-sha256\$([A-Za-z0-9+/]+={0,2})\$([A-Za-z0-9+/]+={0,2})$/;
+
+function hmac(password: string, salt: Buffer): Buffer {
+  return createHmac('sha256', salt).update(password, 'utf8').digest();
+}
+
+export function hashGeneratedPassword(password: string): string {
+  const salt = randomBytes(HMAC_SALT_LENGTH);
+  return `hmac-sha256$${salt.toString('base64')}$${hmac(password, salt).toString('base64')}`;
+}
+
+// The one place that decides how an asset's new password is stored: 1.6 hex text in lowercase
+// (contract §8.1), generated ones with HMAC, supplied ones with scrypt.
+export async function hashAssetPassword(
+  version: OcppVersion,
+  password: string,
+  options: { generated: boolean; scryptParams?: ScryptParams | undefined },
+): Promise<string> {
+  const text = version === '1.6' ? password.toLowerCase() : password;
+  if (options.generated) return hashGeneratedPassword(text);
+  const encoded = await hashPassword(text, options.scryptParams);
+  return version === '1.6' ? `scrypt-hex${encoded.slice('scrypt'.length)}` : encoded;
+}
+
 export async function verifyPassword(password: string, encoded: string): Promise<boolean> {
   if (typeof password !== 'string' || typeof encoded !== 'string') return false;
+  switch (passwordScheme(encoded)) {
+    case 'hmac-sha256':
+      return verifyHmac(password, encoded);
+    case 'scrypt':
+      return verifyScrypt(password, encoded);
+    case 'scrypt-hex':
+      return verifyScrypt(password.toLowerCase(), `scrypt${encoded.slice('scrypt-hex'.length)}`);
+    default:
+      return false;
+  }
+}
+
+function verifyHmac(password: string, encoded: string): boolean {
+  const match = HMAC_PATTERN.exec(encoded);
+  if (!match) return false;
+  const salt = strictBase64(match[1]!);
+  const expected = strictBase64(match[2]!);
+  if (!salt || !expected || salt.length < 8 || expected.length !== 32) return false;
+  return timingSafeEqual(hmac(password, salt), expected);
+}
+
+async function verifyScrypt(password: string, encoded: string): Promise<boolean> {
   const match = ENCODED_PATTERN.exec(encoded);
   if (!match) return false;
   const [, nText, rText, pText, saltText, keyText] = match as unknown as [string, string, string, string, string, string];
@@ -117,4 +178,38 @@ export async function verifyPassword(password: string, encoded: string): Promise
   const actual = await scryptAsync(password, salt, expected.length, N, r, p);
   // Same length by construction, which timingSafeEqual requires.
   return timingSafeEqual(actual, expected);
+}
+
+const HEX_TEXT = /^(?:[0-9A-Fa-f]{2}){16,20}$/;
+
+// What a station's Basic Auth password bytes stand for, as the text the API took (contract §8.1),
+// or null when they cannot be a password of that version at all (refused without hashing).
+// 2.0.1 sends the passwordString as UTF-8. 1.6 sends the AuthorizationKey's 16-20 raw bytes, which
+// are compared as their hex text; 32-40 bytes of hex text are the common station quirk of sending
+// the text itself. The two lengths never overlap, so neither reading can shadow the other.
+export function stationPasswordText(version: OcppVersion, raw: Buffer): string | null {
+  if (!Buffer.isBuffer(raw)) return null;
+  if (version === '2.0.1') {
+    const text = raw.toString('utf8');
+    // The alphabet is ASCII, so invalid UTF-8 (decoded to U+FFFD) fails the rule too.
+    return passwordProblem('2.0.1', text) === null ? text : null;
+  }
+  if (raw.length >= 16 && raw.length <= 20) return raw.toString('hex');
+  const text = raw.toString('latin1');
+  return HEX_TEXT.test(text) ? text.toLowerCase() : null;
+}
+
+// A station login: one hash run, except for a 1.6 key stored by the plain `scrypt` scheme before
+// hex text was normalised, which may carry upper case: that is tried too (and is the only case
+// with two runs, for assets whose key nobody has changed since).
+export async function verifyStationPassword(version: OcppVersion, raw: Buffer, encoded: string): Promise<boolean> {
+  const text = stationPasswordText(version, raw);
+  const scheme = passwordScheme(encoded);
+  if (text === null || scheme === null) return false;
+  if (scheme === 'hmac-sha256') return verifyPassword(text, encoded);
+  return stationLoginQueue(async () => {
+    if (await verifyPassword(text, encoded)) return true;
+    const upper = text.toUpperCase();
+    return version === '1.6' && scheme === 'scrypt' && upper !== text && verifyPassword(upper, encoded);
+  });
 }

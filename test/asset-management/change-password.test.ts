@@ -170,6 +170,8 @@ describe('change-password: generated password', () => {
     expect(data.id).toBe(asset.id);
     expect(data.password).toMatch(pattern);
     expect(await storedPasswordIs(asset.id, data.password)).toBe(true);
+    // Generated: a fast salted HMAC, never the scrypt a person's password gets (contract §7).
+    expect((await row(asset.id)).passwordHash).toMatch(/^hmac-sha256\$/);
     const trail = await audits(asset.id);
     expect(trail).toHaveLength(1);
     expect(trail[0]).toMatchObject({ generated: true, actorClientId: 'cli_writer', changedAt: new Date(data.passwordChangedAt) });

@@ -2,9 +2,9 @@
 // hashing and verification alike, takes its turn in one queue.
 import { availableParallelism } from 'node:os';
 import { setImmediate as tick } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
-import { HASH_CONCURRENCY, hashConcurrency, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
-import { hashPassword, verifyPassword, type ScryptParams } from '../../src/asset-management/passwords.js';
+import { describe, expect, it, vi } from 'vitest';
+import { HASH_CONCURRENCY, hashConcurrency, passwordHashQueue, stationLoginQueue } from '../../src/asset-management/password-hash-queue.js';
+import { hashPassword, verifyPassword, verifyStationPassword, type ScryptParams } from '../../src/asset-management/passwords.js';
 
 const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
 
@@ -84,5 +84,24 @@ describe('the password hashing queue', () => {
     expect(passwordHashQueue.pendingCount).toBe(0);
     for (const g of holders) g.open();
     await Promise.all(held);
+  });
+});
+
+describe('station logins', () => {
+  it('a storm of scrypt logins waits in its own queue: a password change joins the hashing queue behind at most one round of them', async () => {
+    const password = 'Storm-Password-123456';
+    const encoded = await hashPassword(password, FAST);
+    const storm = Array.from({ length: HASH_CONCURRENCY * 5 }, (_, i) => verifyStationPassword('2.0.1', Buffer.from(i === 0 ? password : `${password}${i}`), encoded));
+    await vi.waitFor(() => expect(passwordHashQueue.activeCount).toBe(HASH_CONCURRENCY), { interval: 1 });
+    expect(passwordHashQueue.pendingCount).toBe(0);
+    expect(stationLoginQueue.pendingCount).toBe(HASH_CONCURRENCY * 4);
+    const change = hashPassword('Api-Change-Password-1', FAST);
+    await tick();
+    // Ahead of the change: only the logins already hashing, never the rest of the storm.
+    expect(passwordHashQueue.pendingCount).toBe(1);
+    await change;
+    const results = await Promise.all(storm);
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect(results[0]).toBe(true);
   });
 });

@@ -1,13 +1,19 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { OCPP_VERSIONS, type OcppVersion } from '../../src/asset-management/asset-management-tables.js';
+import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import {
   DEFAULT_SCRYPT_PARAMS,
   PASSWORD_RULES,
   generatePassword,
+  hashAssetPassword,
+  hashGeneratedPassword,
   hashPassword,
   passwordProblem,
+  passwordScheme,
+  stationPasswordText,
   verifyPassword,
+  verifyStationPassword,
   type ScryptParams,
 } from '../../src/asset-management/passwords.js';
 
@@ -324,3 +330,155 @@ describe('hashPassword / verifyPassword', () => {
     expect(ticks).toBeGreaterThanOrEqual(3);
   });
 });
+
+describe('hash schemes matched to the secret', () => {
+  it('a generated password gets a salted HMAC-SHA-256 that names its scheme and verifies only it', async () => {
+    for (const version of OCPP_VERSIONS) {
+      const password = generatePassword(version);
+      const encoded = await hashAssetPassword(version, password, { generated: true });
+      expect(encoded).toMatch(/^hmac-sha256\$[A-Za-z0-9+/]{22}==\$[A-Za-z0-9+/]{43}=$/);
+      expect(passwordScheme(encoded)).toBe('hmac-sha256');
+      expect(encoded).not.toContain(password);
+      await expect(verifyPassword(password, encoded)).resolves.toBe(true);
+      await expect(verifyPassword(password.slice(1), encoded)).resolves.toBe(false);
+    }
+    const a = hashGeneratedPassword('same-generated-password-0123456789');
+    expect(a).not.toBe(hashGeneratedPassword('same-generated-password-0123456789'));
+  });
+
+  it('an HMAC hash verifies without a turn in the hashing queue', async () => {
+    const releases: Array<() => void> = [];
+    const held = Array.from({ length: passwordHashQueue.concurrency }, () =>
+      passwordHashQueue(() => new Promise<void>((resolve) => releases.push(resolve))),
+    );
+    const password = generatePassword('2.0.1');
+    const encoded = await hashAssetPassword('2.0.1', password, { generated: true });
+    // Every place is taken: an answer now can only come from outside the queue.
+    await expect(verifyPassword(password, encoded)).resolves.toBe(true);
+    expect(passwordHashQueue.pendingCount).toBe(0);
+    for (const release of releases) release();
+    await Promise.all(held);
+  });
+
+  it('a supplied password keeps scrypt; a supplied 1.6 key is stored as lowercase hex text', async () => {
+    const supplied201 = 'Supplied*Password-0123';
+    const encoded201 = await hashAssetPassword('2.0.1', supplied201, { generated: false, scryptParams: FAST });
+    expect(encoded201).toMatch(/^scrypt\$N=1024,r=8,p=1\$/);
+    await expect(verifyPassword(supplied201, encoded201)).resolves.toBe(true);
+    await expect(verifyPassword(supplied201.toLowerCase(), encoded201)).resolves.toBe(false);
+
+    const key = 'ABCDEF0123456789abcdef0123456789AbCdEf01';
+    const encoded16 = await hashAssetPassword('1.6', key, { generated: false, scryptParams: FAST });
+    expect(encoded16).toMatch(/^scrypt-hex\$N=1024,r=8,p=1\$/);
+    expect(passwordScheme(encoded16)).toBe('scrypt-hex');
+    for (const text of [key, key.toLowerCase(), key.toUpperCase()]) await expect(verifyPassword(text, encoded16)).resolves.toBe(true);
+    await expect(verifyStationPassword('1.6', Buffer.from(key, 'hex'), encoded16)).resolves.toBe(true);
+  });
+
+  it('malformed HMAC hashes are refused without throwing', async () => {
+    const good = hashGeneratedPassword('whatever-generated-password-0000');
+    const [, salt, mac] = good.split('$');
+    for (const encoded of [
+      'hmac-sha256$',
+      `hmac-sha256$${salt}$`,
+      `hmac-sha256$$${mac}`,
+      `hmac-sha256$${salt}$${Buffer.alloc(16).toString('base64')}`,
+      `hmac-sha256$${salt}$${mac}$`,
+      `hmac-sha512$${salt}$${mac}`,
+      good.replace(/=+$/, ''),
+    ]) {
+      await expect(verifyPassword('whatever-generated-password-0000', encoded), encoded).resolves.toBe(false);
+    }
+  });
+});
+
+describe('stationPasswordText: the Basic Auth bytes as the text the API took', () => {
+  it('property: 1.6 keys of 16-20 raw bytes read as their lowercase hex', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 16, maxLength: 20 }), (bytes) => {
+        const raw = Buffer.from(bytes);
+        return stationPasswordText('1.6', raw) === raw.toString('hex');
+      }),
+    );
+  });
+
+  it('property: 1.6 keys sent as 32-40 hex characters, any case, read as that text in lowercase', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 16, maxLength: 20 }), fc.boolean(), (bytes, upper) => {
+        const hex = Buffer.from(bytes).toString('hex');
+        const sent = upper ? hex.toUpperCase() : hex;
+        return stationPasswordText('1.6', Buffer.from(sent, 'latin1')) === hex;
+      }),
+    );
+  });
+
+  it('property: 1.6 bytes of any other length, or non-hex text of hex length, are no key at all', () => {
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ minLength: 0, maxLength: 64 }).filter((b) => b.length < 16 || (b.length > 20 && !/^(?:[0-9A-Fa-f]{2}){16,20}$/.test(Buffer.from(b).toString('latin1')))),
+        (bytes) => stationPasswordText('1.6', Buffer.from(bytes)) === null,
+      ),
+    );
+    expect(stationPasswordText('1.6', Buffer.from('g'.repeat(32)))).toBeNull();
+    expect(stationPasswordText('1.6', Buffer.from('a'.repeat(33)))).toBeNull();
+  });
+
+  it('property: 2.0.1 reads the UTF-8 string, valid passwords only', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom(...ALPHABET_201), minLength: 16, maxLength: 40 }), (password) =>
+        stationPasswordText('2.0.1', Buffer.from(password, 'utf8')) === password,
+      ),
+    );
+    expect(stationPasswordText('2.0.1', Buffer.from('short'))).toBeNull();
+    expect(stationPasswordText('2.0.1', Buffer.from([0xff, ...Buffer.from('a'.repeat(20))]))).toBeNull();
+  });
+});
+
+describe('verifyStationPassword', () => {
+  it('property: a 1.6 key verifies as raw bytes and as hex text in either case; other bytes do not', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.uint8Array({ minLength: 16, maxLength: 20 }), fc.uint8Array({ minLength: 16, maxLength: 20 }), async (a, b) => {
+        const key = Buffer.from(a);
+        const hex = key.toString('hex');
+        const encoded = await hashAssetPassword('1.6', hex, { generated: true });
+        const other = Buffer.from(b);
+        return (
+          (await verifyStationPassword('1.6', key, encoded)) &&
+          (await verifyStationPassword('1.6', Buffer.from(hex), encoded)) &&
+          (await verifyStationPassword('1.6', Buffer.from(hex.toUpperCase()), encoded)) &&
+          (other.equals(key) || !(await verifyStationPassword('1.6', other, encoded)))
+        );
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('a 1.6 key hashed before normalisation keeps verifying, whether it was stored in lower or upper case', async () => {
+    const key = randomKey();
+    for (const stored of [key.toString('hex'), key.toString('hex').toUpperCase()]) {
+      const legacy = await hashPassword(stored, FAST);
+      expect(passwordScheme(legacy)).toBe('scrypt');
+      await expect(verifyStationPassword('1.6', key, legacy)).resolves.toBe(true);
+      await expect(verifyStationPassword('1.6', Buffer.from(key.toString('hex').toUpperCase()), legacy)).resolves.toBe(true);
+      await expect(verifyStationPassword('1.6', Buffer.from(key.toString('hex')), legacy)).resolves.toBe(true);
+      await expect(verifyStationPassword('1.6', randomKey(), legacy)).resolves.toBe(false);
+    }
+  });
+
+  it('2.0.1 compares the UTF-8 password exactly', async () => {
+    const password = generatePassword('2.0.1');
+    const encoded = await hashAssetPassword('2.0.1', password, { generated: true });
+    await expect(verifyStationPassword('2.0.1', Buffer.from(password), encoded)).resolves.toBe(true);
+    await expect(verifyStationPassword('2.0.1', Buffer.from(password.toLowerCase() === password ? password.toUpperCase() : password.toLowerCase()), encoded)).resolves.toBe(false);
+    await expect(verifyStationPassword('2.0.1', Buffer.from(password + 'x'), encoded)).resolves.toBe(false);
+  });
+
+  it('refuses an unknown scheme or a missing hash', async () => {
+    await expect(verifyStationPassword('2.0.1', Buffer.from('a'.repeat(20)), 'argon2id$x$y')).resolves.toBe(false);
+    await expect(verifyStationPassword('2.0.1', Buffer.from('a'.repeat(20)), null as unknown as string)).resolves.toBe(false);
+  });
+});
+
+function randomKey(): Buffer {
+  return Buffer.from(Array.from({ length: 20 }, () => Math.floor(Math.random() * 256)));
+}

@@ -118,6 +118,20 @@ describe('loadConfig', () => {
     expect(redis.message).not.toContain('redis-pass-123');
   });
 
+  it('OCPP stations: defaults, and the TLS listener only with its port, certificate and key together', () => {
+    expect(loadConfig({}).ocpp).toEqual({ heartbeatIntervalSeconds: 300, pingIntervalSeconds: 30, leaseSeconds: 30, tls: undefined });
+    expect(loadConfig({ OCPP_TLS_PORT: '3443', OCPP_TLS_CERT_FILE: '/c.pem', OCPP_TLS_KEY_FILE: '/k.pem' }).ocpp.tls).toEqual({
+      port: 3443,
+      certFile: '/c.pem',
+      keyFile: '/k.pem',
+    });
+    expectRejected({ OCPP_TLS_PORT: '3443' }, 'OCPP_TLS_PORT');
+    expectRejected({ OCPP_TLS_CERT_FILE: '/c.pem', OCPP_TLS_KEY_FILE: '/k.pem' }, 'OCPP_TLS_PORT');
+    expectRejected({ OCPP_HEARTBEAT_INTERVAL_SECONDS: '0' }, 'OCPP_HEARTBEAT_INTERVAL_SECONDS');
+    expectRejected({ OCPP_PING_INTERVAL_SECONDS: '31' }, 'OCPP_PING_INTERVAL_SECONDS');
+    expectRejected({ OCPP_LEASE_SECONDS: '61' }, 'OCPP_LEASE_SECONDS');
+  });
+
   it('reports one variable in one line when several are wrong', () => {
     const error = configError({ PORT: 'x', LOG_LEVEL: 'loud', OCPP_MIN_SECURITY_PROFILE: '9' });
     expect(error.message).toMatch(/^invalid configuration: (PORT|LOG_LEVEL|OCPP_MIN_SECURITY_PROFILE): [^\n]+$/);

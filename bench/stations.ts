@@ -1,0 +1,205 @@
+// The "stations" group of `npm run bench` (`npm run bench -- --stations`): held connections and
+// reconnect storms against the compiled server, with the 100-ID payment list measured beside them.
+// Figures, never pass/fail tests: the targets are printed next to them.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'drizzle-orm';
+import { generatePassword, hashAssetPassword, hashGeneratedPassword } from '../src/asset-management/passwords.js';
+import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments, sessionOf } from './database.js';
+import { runLoad, type LoadResult } from './load.js';
+import { BENCH_DIR, ROOT_DIR } from './options.js';
+import { freePort, LOOPBACK, rssMiB, runCommand, startChild, stopAllChildren, stopChild, waitForHttp, type Child } from './processes.js';
+
+interface StationsOptions {
+  held: number;
+  storm: number;
+  stormScrypt: number;
+  durationSeconds: number;
+  heartbeatSeconds: number;
+  build: boolean;
+  out: string;
+}
+
+function parse(argv: string[]): StationsOptions {
+  const quick = argv.includes('--quick');
+  const value = (name: string, fallback: number) => {
+    const i = argv.indexOf(name);
+    return i >= 0 ? Number(argv[i + 1]) : fallback;
+  };
+  return {
+    held: value('--held', quick ? 1000 : 10_000),
+    storm: value('--storm', quick ? 200 : 2000),
+    stormScrypt: value('--storm-scrypt', quick ? 50 : 2000),
+    durationSeconds: value('--duration', quick ? 5 : 10),
+    heartbeatSeconds: value('--heartbeat', 5),
+    build: !argv.includes('--no-build'),
+    out: join(BENCH_DIR, 'results', quick ? 'stations-quick.json' : 'stations-latest.json'),
+  };
+}
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+
+async function insertStations(database: Awaited<ReturnType<typeof openBenchDatabase>>, prefix: string, count: number, kind: 'generated' | 'scrypt') {
+  const stations: Array<[string, string]> = [];
+  const hashes: string[] = [];
+  // One supplied password and one scrypt hash for all: verifying costs the same, hashing 2,000
+  // of them would take minutes.
+  const supplied = 'Bench:Supplied-Password-1';
+  const scryptHash = kind === 'scrypt' ? await hashAssetPassword('2.0.1', supplied, { generated: false }) : '';
+  for (let i = 0; i < count; i++) {
+    const password = kind === 'scrypt' ? supplied : generatePassword('2.0.1');
+    stations.push([`${prefix}-${i}`, password]);
+    hashes.push(kind === 'scrypt' ? scryptHash : hashGeneratedPassword(password));
+  }
+  for (let from = 0; from < count; from += 5000) {
+    const ids = stations.slice(from, from + 5000).map(([id]) => id);
+    await database.db.execute(sql`
+      insert into assets (id, network, ocpp_version, security_profile, password_hash, password_changed_at)
+      select id, 'net_bench_stations', '2.0.1', 1, hash, now()
+        from unnest(${sql.param(ids)}::text[], ${sql.param(hashes.slice(from, from + 5000))}::text[]) as s(id, hash)`);
+  }
+  return stations;
+}
+
+function startStations(name: string, port: number, stations: Array<[string, string]>, mode: 'held' | 'storm', heartbeatSeconds: number, dir: string) {
+  const file = join(dir, `${name}.json`);
+  writeFileSync(file, JSON.stringify(stations));
+  // The limit is raised for this process only, in the script (the hard limit allows it).
+  const child = startChild(name, 'sh', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec node --import tsx bench/station-load.ts'], {
+    cwd: ROOT_DIR,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, STATIONS_FILE: file, ENDPOINT: `ws://${LOOPBACK}:${port}/ocpp`, MODE: mode, HEARTBEAT_SECONDS: String(heartbeatSeconds) },
+    logFile: join(dir, `${name}.log`),
+  });
+  const ready = new Promise<Record<string, unknown>>((resolve, reject) => {
+    let buffer = '';
+    child.process.stdout!.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      for (const line of buffer.split('\n').slice(0, -1)) {
+        const event = JSON.parse(line) as Record<string, unknown>;
+        if (event.event === 'ready') resolve(event);
+      }
+      buffer = buffer.slice(buffer.lastIndexOf('\n') + 1);
+    });
+    void child.exited.then((code) => reject(new Error(`${name} exited with ${code}`)));
+  });
+  return { child, ready };
+}
+
+async function main(): Promise<void> {
+  const options = parse(process.argv.slice(2));
+  log(`stations benchmark, ${new Date().toISOString()}: ${options.held} held, storms of ${options.storm} (HMAC) and ${options.stormScrypt} (scrypt), ${os.availableParallelism()} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  if (options.build) {
+    const build = await runCommand('npm', ['run', 'build'], { cwd: ROOT_DIR, timeoutMs: 300_000 });
+    if (build.code !== 0) throw new Error(`npm run build failed:\n${build.stdout}\n${build.stderr}`);
+  }
+  const dir = mkdtempSync(join(os.tmpdir(), 'cns-bench-stations-'));
+  const target = await createBenchTarget(process.env.DATABASE_URL);
+  const results: Record<string, unknown> = { startedAt: new Date().toISOString(), options, database: target.kind };
+  let server: Child | undefined;
+  try {
+    const database = await openBenchDatabase(target);
+    const clients = await createBenchClients(database);
+    await seedPayments(database, 0, 10_000, () => undefined);
+    const held = await insertStations(database, 'CP-held', options.held, 'generated');
+    const storm = await insertStations(database, 'CP-storm', options.storm, 'generated');
+    const stormScrypt = await insertStations(database, 'CP-scrypt', options.stormScrypt, 'scrypt');
+    await database.close();
+
+    const port = await freePort();
+    server = startChild('service', process.execPath, ['dist/server.js'], {
+      cwd: ROOT_DIR,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        NODE_ENV: 'production',
+        LOG_LEVEL: 'warn',
+        HOST: LOOPBACK,
+        PORT: String(port),
+        RATE_LIMIT_MAX: '0',
+        OCPP_MIN_SECURITY_PROFILE: '1',
+        ...(target.kind === 'postgres' ? { DATABASE_URL: target.url } : { DATA_DIR: target.dataDir }),
+      },
+      logFile: join(dir, 'service.log'),
+    });
+    await waitForHttp(server, `http://${LOOPBACK}:${port}/healthz`, 60_000, 200);
+    const token = await fetch(`http://${LOOPBACK}:${port}/oauth/token`, {
+      method: 'POST',
+      headers: {
+        authorization: `Basic ${Buffer.from(`${clients.all.clientId}:${clients.all.clientSecret}`).toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: 'grant_type=client_credentials',
+    }).then(async (r) => `Bearer ${((await r.json()) as { access_token: string }).access_token}`);
+    const list = (seconds: number): Promise<LoadResult> =>
+      runLoad({
+        port,
+        connections: 32,
+        durationSeconds: seconds,
+        next: () => ({
+          method: 'GET',
+          path: `/payments/v1/session-payments?sessionIds=${Array.from({ length: 100 }, () => sessionOf(Math.floor(Math.random() * 10_000))).join(',')}`,
+          headers: { authorization: token },
+        }),
+      });
+    const row = (name: string, r: LoadResult) => log(`  ${name.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} rps  p50 ${r.p50.toFixed(1)} ms  p99 ${r.p99.toFixed(1)} ms  non-2xx ${r.non2xx}  errors ${r.socketErrors}`);
+
+    // RSS before any load, so the list's own heap growth is not counted against the stations.
+    await sleep(2000);
+    const rssBefore = rssMiB(server.pid)!;
+
+    // Held connections.
+    const heldRun = startStations('held', port, held, 'held', options.heartbeatSeconds, dir);
+    const heldReady = await heldRun.ready;
+    log(`held: ${JSON.stringify(heldReady)}`);
+    await sleep(Math.max(10, options.heartbeatSeconds * 2) * 1000);
+    const rssHeld = rssMiB(server.pid)!;
+    const perConnectionKiB = ((rssHeld - rssBefore) * 1024) / (heldReady.accepted as number);
+    await list(3);
+    const withHeld = await list(options.durationSeconds);
+    await stopChild(heldRun.child);
+    await sleep(3000);
+    // The same list once the stations are gone (the comparison's baseline, warmed up the same way).
+    const alone = await list(options.durationSeconds);
+    row('list, 100 IDs, no stations', alone);
+    row(`list, 100 IDs, ${options.held} stations held`, withHeld);
+    log(`  RSS ${rssBefore.toFixed(0)} -> ${rssHeld.toFixed(0)} MiB: ${perConnectionKiB.toFixed(1)} KiB per held station (target <= 30 KB); list p99 ${(withHeld.p99 / alone.p99).toFixed(2)}x (target <= 1.5x)`);
+
+    // Reconnect storms: every station connects and boots at once while the list is measured.
+    const storms: Record<string, unknown> = {};
+    for (const [name, stations] of [
+      ['storm-hmac', storm],
+      ['storm-scrypt', stormScrypt],
+    ] as const) {
+      if (stations.length === 0) continue;
+      const run = startStations(name, port, stations, 'storm', 300, dir);
+      const during = list(options.durationSeconds);
+      const ready = await run.ready;
+      const listed = await during;
+      row(`list during ${name} of ${stations.length}`, listed);
+      log(`  ${name}: ${ready.accepted}/${stations.length} Accepted, all within ${((ready.allDoneMs as number) / 1000).toFixed(1)} s (target <= 10 s for 2,000 generated), per station p50 ${(ready.p50Ms as number).toFixed(0)} ms p99 ${(ready.p99Ms as number).toFixed(0)} ms, failures ${JSON.stringify(ready.failures)}; list p99 ${(listed.p99 / alone.p99).toFixed(2)}x (target <= 3x)`);
+      storms[name] = { ...ready, list: listed, listP99Ratio: listed.p99 / alone.p99 };
+      await stopChild(run.child);
+      await sleep(3000);
+    }
+    Object.assign(results, {
+      listAlone: alone,
+      held: { ...heldReady, rssBeforeMiB: rssBefore, rssHeldMiB: rssHeld, perConnectionKiB, list: withHeld, listP99Ratio: withHeld.p99 / alone.p99 },
+      storms,
+      networks: NETWORK_COUNT,
+    });
+    writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`);
+    log(`figures written to ${options.out}`);
+  } finally {
+    await stopAllChildren();
+    await target.drop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch(async (error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+  await stopAllChildren();
+  process.exit(1);
+});

@@ -1,0 +1,272 @@
+// The stations connected to this replica: login before the upgrade, the handled OCPP actions, and
+// the connection table kept in PostgreSQL (which replica holds which station, with a lease).
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
+import type { FastifyBaseLogger } from 'fastify';
+import { loggableError, type Db } from '../db/database.js';
+import { newId } from '../ids.js';
+import { ID_PATTERN } from '../asset-management/asset-management-schemas.js';
+import { verifyStationPassword } from '../asset-management/passwords.js';
+import { createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
+import { forwardedOverTls, ocppIdentity, profileProblem, type SecurityProfile } from './station-rules.js';
+import {
+  claimStation,
+  deleteStaleReplicas,
+  endReplica,
+  findStationLogin,
+  recordBoot,
+  recordConnectorStatus,
+  releaseStation,
+  renewReplicaLease,
+  stationsHeldBy,
+  touchStations,
+} from './stations-repository.js';
+
+export interface StationConnectionsOptions {
+  db: Db;
+  log: FastifyBaseLogger;
+  heartbeatIntervalSeconds: number;
+  pingIntervalSeconds: number;
+  leaseSeconds: number;
+  minSecurityProfile: SecurityProfile;
+  trustProxy: boolean;
+}
+
+interface Session {
+  // null: the station did not offer its version's subprotocol, so it was never claimed.
+  epoch: number | null;
+}
+
+// Kept small: thousands of these are held per process.
+interface Held {
+  socket: StationSocket<Session>;
+  epoch: number;
+  claimedAt: number;
+  lastSeenAt: number;
+  flushedAt: number;
+}
+
+const PROTOCOL: Record<'1.6' | '2.0.1', OcppProtocol> = { '1.6': 'ocpp1.6', '2.0.1': 'ocpp2.0.1' };
+
+export class StationNotConnectedError extends Error {}
+
+export interface StationConnections {
+  readonly replicaId: string;
+  start(): Promise<void>;
+  handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void;
+  // Sends a command to a station connected to this replica.
+  call(identity: string, method: string, params: unknown, timeoutMs: number): Promise<unknown>;
+  isHeld(identity: string): boolean;
+  close(): Promise<void>;
+}
+
+function text(value: unknown): string | null {
+  return typeof value === 'string' ? value : null;
+}
+
+export function createStationConnections(options: StationConnectionsOptions): StationConnections {
+  const { db, log } = options;
+  // Made at start, in memory only: replicas sharing a DATA_DIR must not share it.
+  const replicaId = newId('rep');
+  const held = new Map<string, Held>();
+  let closing = false;
+  let timer: NodeJS.Timeout | undefined;
+  const tickMs = Math.max(100, Math.floor((options.leaseSeconds * 1000) / 3));
+
+  function refuse(identity: string, status: 401 | 404 | 503, reason: string): UpgradeDecision<Session> {
+    // The station learns the status only; the log says why, never with the password.
+    log.info({ station: identity, status, reason }, 'station login refused');
+    return { accept: false, status };
+  }
+
+  async function authenticate(upgrade: UpgradeRequest): Promise<UpgradeDecision<Session>> {
+    const { identity, request, credentials } = upgrade;
+    if (closing) return refuse(identity, 503, 'shutting down');
+    // Before any hash: an unknown identity costs one indexed read and nothing else.
+    const asset = await findStationLogin(db, identity);
+    if (!asset) return refuse(identity, 404, 'unknown identity');
+    const overTls = (request.socket as TLSSocket).encrypted === true || (options.trustProxy && forwardedOverTls(request.headers));
+    const problem = profileProblem(asset.securityProfile, options.minSecurityProfile, overTls);
+    if (problem) return refuse(identity, 401, problem);
+    if (credentials.kind === 'none') return refuse(identity, 401, 'no credentials');
+    if (credentials.kind === 'malformed') return refuse(identity, 401, 'malformed Authorization header');
+    if (credentials.kind === 'other-user') return refuse(identity, 401, 'username is not the identity');
+    if (asset.passwordHash === null) return refuse(identity, 401, 'asset has no password');
+    // At most one hash per attempt, through the bounded queue when it is scrypt (contract §9).
+    if (!(await verifyStationPassword(asset.ocppVersion, credentials.password, asset.passwordHash))) {
+      return refuse(identity, 401, 'wrong password');
+    }
+    const protocol = PROTOCOL[asset.ocppVersion];
+    if (!upgrade.offeredProtocols.has(protocol)) {
+      log.info({ station: identity, protocol }, 'station did not offer its subprotocol; closing');
+      return { accept: true, protocol, session: { epoch: null } };
+    }
+    if (closing) return refuse(identity, 503, 'shutting down');
+    // A station that hung up while its password waited in the queue is never recorded as connected.
+    if (request.socket.destroyed) return refuse(identity, 401, 'hung up before the login completed');
+    const epoch = await claimStation(db, { assetId: identity, replicaId, protocol });
+    const claimedAt = Date.now();
+    // Whatever ends this TCP connection, before or after the WebSocket opened, releases the claim
+    // once; the epoch keeps it from releasing a newer connection's.
+    let done = false;
+    const release = () => {
+      if (done) return;
+      done = true;
+      released(identity, epoch, claimedAt);
+    };
+    request.socket.once('close', release);
+    // The station may have hung up while its password was checked or the claim written.
+    if (request.socket.destroyed) release();
+    return { accept: true, protocol, session: { epoch } };
+  }
+
+  function released(identity: string, epoch: number, claimedAt: number): void {
+    const entry = held.get(identity);
+    const lastSeenAt = entry?.epoch === epoch ? entry.lastSeenAt : claimedAt;
+    if (entry?.epoch === epoch) held.delete(identity);
+    // Shutting down: one statement releases every station of the replica (close()).
+    if (closing) return;
+    releaseStation(db, { assetId: identity, epoch, lastSeenAt: new Date(lastSeenAt) }).catch((error: unknown) =>
+      // The lease or the next claim settles it; a lost release is never a crash.
+      log.warn({ station: identity, err: loggableError(error) }, 'could not record a station disconnect'),
+    );
+  }
+
+  function onConnection(socket: StationSocket<Session>): void {
+    const { identity } = socket;
+    const epoch = socket.session.epoch;
+    if (epoch === null || socket.protocol === undefined) {
+      socket.close(1002, 'No acceptable subprotocol');
+      return;
+    }
+    const previous = held.get(identity);
+    if (previous && previous.epoch > epoch) {
+      // Two logins raced and this one claimed first: the other is the newest.
+      socket.close(1000, 'Replaced by a newer connection');
+      return;
+    }
+    if (previous) {
+      log.info({ station: identity }, 'station reconnected; closing its older socket');
+      previous.socket.close(1000, 'Replaced by a newer connection');
+    }
+    const now = Date.now();
+    const entry: Held = { socket, epoch, claimedAt: now, lastSeenAt: now, flushedAt: now };
+    held.set(identity, entry);
+    socket.onActivity(() => {
+      entry.lastSeenAt = Date.now();
+    });
+    registerHandlers(socket, epoch);
+    log.info({ station: identity, protocol: socket.protocol }, 'station connected');
+  }
+
+  function registerHandlers(socket: StationSocket<Session>, epoch: number): void {
+    const assetId = socket.identity;
+    const v16 = socket.protocol === 'ocpp1.6';
+    socket.handle('BootNotification', async (params) => {
+      const p = params as Record<string, unknown>;
+      const station = (v16 ? p : (p.chargingStation ?? {})) as Record<string, unknown>;
+      // Stored before the answer goes out, so a read right after the answer shows it.
+      await recordBoot(db, {
+        assetId,
+        epoch,
+        vendor: text(v16 ? station.chargePointVendor : station.vendorName),
+        model: text(v16 ? station.chargePointModel : station.model),
+        serialNumber: text(v16 ? (station.chargePointSerialNumber ?? station.chargeBoxSerialNumber) : station.serialNumber),
+        firmwareVersion: text(station.firmwareVersion),
+      });
+      return { status: 'Accepted', currentTime: new Date().toISOString(), interval: options.heartbeatIntervalSeconds };
+    });
+    socket.handle('Heartbeat', () => ({ currentTime: new Date().toISOString() }));
+    socket.handle('StatusNotification', async (params) => {
+      const p = params as Record<string, unknown>;
+      const receivedAt = new Date().toISOString();
+      const status = v16
+        ? { status: String(p.status), errorCode: String(p.errorCode), ...(typeof p.timestamp === 'string' ? { timestamp: p.timestamp } : {}), receivedAt }
+        : { status: String(p.connectorStatus), timestamp: String(p.timestamp), receivedAt };
+      const key = v16 ? String(p.connectorId) : `${String(p.evseId)}/${String(p.connectorId)}`;
+      await recordConnectorStatus(db, { assetId, epoch, key, status });
+      return {};
+    });
+  }
+
+  const endpoint = createOcppEndpoint<Session>({
+    pingIntervalMs: options.pingIntervalSeconds * 1000,
+    authenticate,
+    onConnection,
+    onProtocolProblem: (identity, problem) => log.debug({ station: identity, problem }, 'station protocol problem'),
+    onError: (error) => log.warn({ err: loggableError(error) }, 'station endpoint error'),
+  });
+
+  async function tick(): Promise<void> {
+    const startedAt = Date.now();
+    await renewReplicaLease(db, replicaId, options.leaseSeconds);
+    // lastSeenAt is written in batches, never once per heartbeat (contract §8.1 lets it lag 60 s).
+    const seen: Array<{ assetId: string; epoch: number; lastSeenAt: Date }> = [];
+    const flushed: Array<[Held, number]> = [];
+    for (const [assetId, entry] of held) {
+      if (entry.lastSeenAt > entry.flushedAt) {
+        seen.push({ assetId, epoch: entry.epoch, lastSeenAt: new Date(entry.lastSeenAt) });
+        flushed.push([entry, entry.lastSeenAt]);
+      }
+    }
+    await touchStations(db, seen);
+    for (const [entry, at] of flushed) entry.flushedAt = at;
+    // A newer connection on another replica took the station: the older socket goes.
+    const mine = await stationsHeldBy(db, replicaId);
+    for (const [identity, entry] of held) {
+      if (entry.claimedAt < startedAt && mine.get(identity) !== entry.epoch) {
+        log.info({ station: identity }, 'station connected elsewhere; closing its socket here');
+        held.delete(identity);
+        entry.socket.close(1000, 'Replaced by a newer connection');
+      }
+    }
+  }
+
+  function schedule(): void {
+    if (closing) return;
+    timer = setTimeout(() => {
+      tick()
+        .catch((error: unknown) => log.warn({ err: loggableError(error) }, 'station lease renewal failed; retrying'))
+        .finally(schedule);
+    }, tickMs);
+    timer.unref();
+  }
+
+  return {
+    replicaId,
+    async start() {
+      await renewReplicaLease(db, replicaId, options.leaseSeconds);
+      await deleteStaleReplicas(db).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not delete stale replicas'));
+      schedule();
+    },
+    handleUpgrade(request, socket, head) {
+      socket.on('error', () => undefined);
+      const identity = ocppIdentity(request.url, ID_PATTERN);
+      if (identity === null) {
+        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        socket.destroy();
+        return;
+      }
+      endpoint.handleUpgrade(request, socket, head);
+    },
+    async call(identity, method, params, timeoutMs) {
+      const entry = held.get(identity);
+      if (!entry) throw new StationNotConnectedError(`station ${identity} is not connected to this replica`);
+      return entry.socket.call(method, params, timeoutMs);
+    },
+    isHeld: (identity) => held.has(identity),
+    async close() {
+      if (closing) return;
+      closing = true;
+      clearTimeout(timer);
+      await endpoint.close().catch((error: unknown) => log.warn({ err: loggableError(error) }, 'closing station sockets failed'));
+      held.clear();
+      // The other replicas read these stations disconnected at once, not when the lease runs out.
+      await endReplica(db, replicaId).catch((error: unknown) =>
+        log.warn({ err: loggableError(error) }, 'could not mark this replica’s stations disconnected; its lease will expire'),
+      );
+    },
+  };
+}
+

@@ -1,0 +1,33 @@
+// Pure rules of a station's login (contract §8.1), without I/O.
+import type { IncomingHttpHeaders } from 'node:http';
+
+export type SecurityProfile = 1 | 2 | 3;
+
+// X-Forwarded-Proto of a trusted proxy: every hop it lists must have been TLS, so a proxy that
+// appends to a value the station sent cannot be talked into profile 2 by that value.
+export function forwardedOverTls(headers: IncomingHttpHeaders): boolean {
+  const header = headers['x-forwarded-proto'];
+  const values = (Array.isArray(header) ? header.join(',') : (header ?? ''))
+    .split(',')
+    .map((v) => v.trim().toLowerCase())
+    .filter((v) => v.length > 0);
+  return values.length > 0 && values.every((v) => v === 'https' || v === 'wss');
+}
+
+// Why a connection may not log in as this asset, before any password is looked at; null if it may.
+// The asset's profile counts, and so does the network's minimum, which may have been raised since.
+// Profile 3 authenticates with client certificates, which this service does not serve.
+export function profileProblem(assetProfile: number, minProfile: SecurityProfile, overTls: boolean): string | null {
+  const required = Math.max(assetProfile, minProfile);
+  if (required >= 3) return 'security profile 3 (client certificates) is not served';
+  if (required === 2 && !overTls) return 'security profile 2 needs TLS';
+  return null;
+}
+
+// Only `/ocpp/{identity}` is the OCPP endpoint; the identity is an asset id (never percent-encoded:
+// the id syntax has nothing to encode).
+export function ocppIdentity(url: string | undefined, idPattern: RegExp): string | null {
+  const path = (url ?? '').split('?', 1)[0]!;
+  const match = /^\/ocpp\/([^/]+)\/?$/.exec(path);
+  return match && idPattern.test(match[1]!) ? match[1]! : null;
+}

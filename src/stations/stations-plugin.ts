@@ -1,0 +1,36 @@
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { createStationConnections, type StationConnections } from './station-connections.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    stations: StationConnections;
+  }
+}
+
+// The OCPP-J endpoint on the service's own HTTP server (contract §8.1). buildApp never listens,
+// but the http.Server exists on the instance, so its upgrades are wired here; a TLS listener
+// (lifecycle.ts) hands its upgrades to the same `app.stations.handleUpgrade`.
+async function stationsPlugin(app: FastifyInstance): Promise<void> {
+  const { config, database } = app.services;
+  const stations = createStationConnections({
+    db: database.db,
+    log: app.log.child({ component: 'stations' }),
+    heartbeatIntervalSeconds: config.ocpp.heartbeatIntervalSeconds,
+    pingIntervalSeconds: config.ocpp.pingIntervalSeconds,
+    leaseSeconds: config.ocpp.leaseSeconds,
+    minSecurityProfile: config.ocppMinSecurityProfile,
+    trustProxy: config.trustProxy,
+  });
+  await stations.start();
+  app.decorate('stations', stations);
+  app.server.on('upgrade', stations.handleUpgrade);
+  // Before the HTTP server closes (it would wait for the upgraded sockets) and while the database
+  // is still open: close the sockets and mark this replica's stations disconnected.
+  app.addHook('preClose', async () => {
+    app.server.off('upgrade', stations.handleUpgrade);
+    await stations.close();
+  });
+}
+
+export default fp(stationsPlugin, { name: 'stations' });

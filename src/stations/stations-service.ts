@@ -1,0 +1,23 @@
+import type { Executor } from '../db/database.js';
+import type { StationView } from './station-schemas.js';
+import { findStations } from './stations-repository.js';
+
+// The `station` object of each asset (contract §8.1), in one query for a page of assets.
+export async function stationViews(db: Executor, assetIds: string[]): Promise<Map<string, StationView>> {
+  const rows = await findStations(db, assetIds);
+  return new Map(
+    rows.map((r) => [
+      r.assetId,
+      {
+        connected: r.connected === true,
+        protocol: r.protocol as StationView['protocol'],
+        connectedAt: r.connectedAt.toISOString(),
+        lastSeenAt: r.lastSeenAt.toISOString(),
+        vendor: r.vendor,
+        model: r.model,
+        serialNumber: r.serialNumber,
+        firmwareVersion: r.firmwareVersion,
+      },
+    ]),
+  );
+}

@@ -1,0 +1,44 @@
+import { bigint, index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+
+// One row per running replica (its id is made at start, in memory): the lease says it is alive.
+// A replica that dies stops renewing, and every station it held reads disconnected once the lease
+// has run out, without anyone having to clean up after it.
+export const stationReplicas = pgTable('station_replicas', {
+  id: text('id').primaryKey(),
+  startedAt: timestamp('started_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+  leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true, precision: 3 }).notNull(),
+});
+
+export interface ConnectorStatusRecord {
+  status: string;
+  errorCode?: string;
+  // The station's own clock, as sent.
+  timestamp?: string;
+  receivedAt: string;
+}
+
+// The latest OCPP connection of each asset that has ever logged in. No foreign key to assets:
+// the asset tables belong to another area and assets are never deleted.
+export const stationConnections = pgTable(
+  'station_connections',
+  {
+    assetId: text('asset_id').primaryKey(),
+    // The replica holding the socket; null once it has closed.
+    replicaId: text('replica_id'),
+    // Raised by every accepted connection: a replica acts on a row only while its epoch is the
+    // row's, so the newest connection wins whichever replica it lands on.
+    epoch: bigint('epoch', { mode: 'number' }).notNull(),
+    protocol: text('protocol').notNull(),
+    connectedAt: timestamp('connected_at', { withTimezone: true, precision: 3 }).notNull(),
+    lastSeenAt: timestamp('last_seen_at', { withTimezone: true, precision: 3 }).notNull(),
+    disconnectedAt: timestamp('disconnected_at', { withTimezone: true, precision: 3 }),
+    vendor: text('vendor'),
+    model: text('model'),
+    serialNumber: text('serial_number'),
+    firmwareVersion: text('firmware_version'),
+    bootedAt: timestamp('booted_at', { withTimezone: true, precision: 3 }),
+    // Keyed "evseId/connectorId" (1.6: "0/connectorId").
+    connectorStatuses: jsonb('connector_statuses').notNull().default({}).$type<Record<string, ConnectorStatusRecord>>(),
+  },
+  (t) => [index('station_connections_replica_idx').on(t.replicaId)],
+);

@@ -1,0 +1,69 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ID_PATTERN } from '../../src/asset-management/asset-management-schemas.js';
+import { readCredentials } from '../../src/stations/ocpp-adapter.js';
+import { forwardedOverTls, ocppIdentity, profileProblem } from '../../src/stations/station-rules.js';
+
+describe('profileProblem', () => {
+  it('property: profile 3 never, profile 2 only over TLS, profile 1 anywhere; the network minimum counts', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(1, 2, 3), fc.constantFrom(1 as const, 2 as const, 3 as const), fc.boolean(), (asset, min, tls) => {
+        const required = Math.max(asset, min);
+        const allowed = profileProblem(asset, min, tls) === null;
+        return allowed === (required === 1 || (required === 2 && tls));
+      }),
+    );
+  });
+});
+
+describe('forwardedOverTls', () => {
+  it.each([
+    ['https', true],
+    ['wss', true],
+    ['HTTPS', true],
+    ['https, wss', true],
+    ['http', false],
+    ['ws', false],
+    ['http, https', false],
+    ['https, http', false],
+    ['', false],
+    [undefined, false],
+  ])('%j → %s', (value, expected) => {
+    expect(forwardedOverTls(value === undefined ? {} : { 'x-forwarded-proto': value })).toBe(expected);
+  });
+});
+
+describe('ocppIdentity', () => {
+  it('property: /ocpp/{id} gives the id for every valid id, with or without a query or trailing slash', () => {
+    fc.assert(
+      fc.property(fc.stringMatching(/^[A-Za-z0-9._:-]{1,128}$/), fc.constantFrom('', '/', '?a=1'), (id, suffix) => ocppIdentity(`/ocpp/${id}${suffix}`, ID_PATTERN) === id),
+    );
+  });
+
+  it.each(['/ocpp', '/ocpp/', '/ocpp/a/b', '/OCPP/a', '/x/ocpp/a', '/ocpp/a%20b', '/ocpp/é', undefined])('%j is not the endpoint', (url) => {
+    expect(ocppIdentity(url, ID_PATTERN)).toBeNull();
+  });
+});
+
+describe('readCredentials', () => {
+  const header = (raw: Buffer) => `Basic ${raw.toString('base64')}`;
+
+  it('property: the password is every byte after "identity:", colons and binary included', () => {
+    fc.assert(
+      fc.property(fc.stringMatching(/^[A-Za-z0-9._-]{1,40}$/), fc.uint8Array({ maxLength: 60 }), (identity, bytes) => {
+        const password = Buffer.from(bytes);
+        const read = readCredentials(header(Buffer.concat([Buffer.from(`${identity}:`), password])), identity);
+        return read.kind === 'basic' && read.password.equals(password);
+      }),
+    );
+  });
+
+  it('tells no credentials, malformed ones and another username apart', () => {
+    expect(readCredentials(undefined, 'CP-1')).toEqual({ kind: 'none' });
+    expect(readCredentials('Bearer abc', 'CP-1')).toEqual({ kind: 'malformed' });
+    expect(readCredentials('Basic !!!', 'CP-1')).toEqual({ kind: 'malformed' });
+    expect(readCredentials(header(Buffer.from('CP-2:secret-password-1')), 'CP-1')).toEqual({ kind: 'other-user' });
+    expect(readCredentials(header(Buffer.from('CP-1x:secret-password-1')), 'CP-1')).toEqual({ kind: 'other-user' });
+    expect(readCredentials(header(Buffer.from('CP-1')), 'CP-1')).toEqual({ kind: 'other-user' });
+  });
+});
