@@ -66,7 +66,7 @@ export async function runCli(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
-  const database = await openDatabase({ url: config.database.url, poolMax: 2, dataDir: config.database.dataDir });
+  const database = await openDatabase({ url: config.database.url, poolMax: 2, dataDir: config.database.dataDir, holder: 'cli' });
   try {
     await database.withStartupLock(async () => undefined);
     return await commands[name]!(rest, database.db);
