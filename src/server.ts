@@ -35,9 +35,29 @@ async function main() {
     }
     throw error;
   }
-  const app = await buildApp(config, { bootstrap: true });
-  const address = await runServer(app, config);
-  if (app.auth.bootstrapClient) printBootstrap(app.auth.bootstrapClient, address, config);
+  const app = await buildApp(config);
+  let address: string;
+  try {
+    address = await runServer(app, config);
+  } catch (error) {
+    // Let go of the database (and the embedded database's folder) before exiting.
+    await app.close().catch(() => undefined);
+    throw listenProblem(error, config);
+  }
+  const client = await app.auth.createBootstrapClient();
+  if (client) printBootstrap(client, address, config);
+}
+
+// The operator's mistakes in HOST and PORT, as one line naming the variable.
+function listenProblem(error: unknown, config: AppConfig): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `${config.host}:${config.port}`;
+  if (code === 'EADDRINUSE') return new Error(`${where} is already in use (another process listens there): stop it, or set PORT`);
+  if (code === 'EACCES') return new Error(`${where} needs privileges this process lacks: set PORT above 1023`);
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') {
+    return new Error(`HOST ${config.host} is not an address of this machine (${code}): set HOST to one of its addresses, 127.0.0.1 or 0.0.0.0`);
+  }
+  return error;
 }
 
 main().catch((error: unknown) => {
