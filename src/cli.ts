@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, type AppConfig } from './config.js';
+import { localBaseUrl } from './cli-command.js';
 import { openDatabase } from './db/database.js';
 import { ClientInputError, createClient, listClients, revokeClient } from './auth/clients-service.js';
 import { parseScopeList } from './auth/scopes.js';
@@ -13,7 +14,7 @@ const USAGE = `usage:
   cli demo-data            record demo session payments (skips sessions that already have one)
 ${STATION_USAGE}`;
 
-type Command = (args: string[], db: Awaited<ReturnType<typeof openDatabase>>['db']) => Promise<number>;
+type Command = (args: string[], db: Awaited<ReturnType<typeof openDatabase>>['db'], config: AppConfig) => Promise<number>;
 
 const commands: Record<string, Command> = {
   'clients create': async (args, db) => {
@@ -49,8 +50,8 @@ const commands: Record<string, Command> = {
     );
     return 0;
   },
-  'demo-data': async (_args, db) => {
-    await seedDemoData(db);
+  'demo-data': async (_args, db, config) => {
+    await seedDemoData(db, undefined, { baseUrl: localBaseUrl(config.host, config.port) });
     return 0;
   },
 };
@@ -69,7 +70,7 @@ export async function runCli(argv: string[]): Promise<number> {
   const database = await openDatabase({ url: config.database.url, poolMax: 2, dataDir: config.database.dataDir, holder: 'cli' });
   try {
     await database.withStartupLock(async () => undefined);
-    return await commands[name]!(rest, database.db);
+    return await commands[name]!(rest, database.db, config);
   } finally {
     await database.close();
   }

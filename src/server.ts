@@ -2,9 +2,10 @@ import { buildApp } from './app.js';
 import type { CreatedClient } from './auth/clients-service.js';
 import { ConfigError, loadConfig, type AppConfig } from './config.js';
 import { runServer } from './lifecycle.js';
+import { cliCommand, listCommand, localBaseUrl, tokenCommand } from './cli-command.js';
 
 function printBootstrap(client: CreatedClient, address: string, config: AppConfig) {
-  const base = address.replace('://0.0.0.0', '://127.0.0.1').replace('://[::]', '://127.0.0.1');
+  const base = localBaseUrl(config.host, Number(new URL(address).port));
   // Printed to the console once, deliberately not through the logger: logs are shipped and kept.
   const lines = [
     '',
@@ -12,13 +13,12 @@ function printBootstrap(client: CreatedClient, address: string, config: AppConfi
     `  client_id:     ${client.clientId}`,
     `  client_secret: ${client.clientSecret}`,
     '',
-    'Get an access token:',
-    `  curl -s -u '${client.clientId}:${client.clientSecret}' -d grant_type=client_credentials ${base}/oauth/token`,
+    'Get an access token and call the API with it:',
+    `  ${tokenCommand(base, client.clientId, client.clientSecret)}`,
+    `  ${listCommand(base, ['ses_1'])}`,
     '',
-    'Then call the API with it, for example:',
-    `  curl -s -H "Authorization: Bearer $TOKEN" '${base}/payments/v1/session-payments?sessionIds=ses_1'`,
-    '',
-    config.database.url ? '' : 'The embedded database is empty. Load sample payments with: npm run cli -- demo-data',
+    // The embedded database admits one process at a time: the CLI cannot run beside the server.
+    config.database.url ? '' : `The embedded database is empty. To load sample payments, stop the server, then run: ${cliCommand()} demo-data`,
     '',
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

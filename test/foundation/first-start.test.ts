@@ -18,6 +18,30 @@ afterAll(() => {
   for (const dir of folders) rmSync(dir, { recursive: true, force: true });
 });
 
+// Runs the printed `TOKEN=$(curl -s -u 'ID:SECRET' -d … URL | sed -E 's/REGEX/\1/')` line: the same
+// request, and the same sed expression over the answer's text.
+async function runPrintedToken(printed: string): Promise<string> {
+  const line = /^ {2}TOKEN=\$\(curl -s -u '([^':]+):([^']+)' -d grant_type=client_credentials (http:\/\/\S+) \| sed -E 's\/(.+)\/\\1\/'\)$/m.exec(printed);
+  expect(line).not.toBeNull();
+  const [, id, secret, url, sed] = line!;
+  const res = await fetch(url!, {
+    method: 'POST',
+    headers: { authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'grant_type=client_credentials',
+  });
+  expect(res.status).toBe(200);
+  const token = new RegExp(sed!).exec(await res.text())?.[1];
+  expect(token).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+  return token!;
+}
+
+// Runs the printed `curl -s -H "Authorization: Bearer $TOKEN" 'URL'` line.
+async function runPrintedList(printed: string, token: string): Promise<Response> {
+  const url = /^ {2}curl -s -H "Authorization: Bearer \$TOKEN" '([^']+)'$/m.exec(printed)?.[1];
+  expect(url).toBeDefined();
+  return fetch(url!, { headers: { authorization: `Bearer ${token}` } });
+}
+
 describe('first start', () => {
   let server: ReturnType<typeof startProcess> | undefined;
   afterAll(() => killProcess(server?.child));
@@ -37,15 +61,22 @@ describe('first start', () => {
     server = startProcess(['src/server.ts'], { DATA_DIR: dir, PORT: String(port) });
     await waitUntilHealthy(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status, server.child);
     await vi.waitFor(() => expect(server!.output.stdout).toContain('client_secret'), { timeout: 10_000 });
-    const id = /client_id: +(\S+)/.exec(server.output.stdout)?.[1];
-    const secret = /client_secret: +(\S+)/.exec(server.output.stdout)?.[1];
-    const res = await fetch(`http://127.0.0.1:${port}/oauth/token`, {
-      method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-      body: 'grant_type=client_credentials',
-    });
-    expect(res.status).toBe(200);
-    expect(((await res.json()) as { access_token: string }).access_token.length).toBeGreaterThan(20);
+    const banner = server.output.stdout;
+    expect(banner).toContain('The embedded database is empty. To load sample payments, stop the server, then run: npm run cli -- demo-data');
+    const token = await runPrintedToken(banner);
+    expect((await runPrintedList(banner, token)).status).toBe(200);
+
+    // The newcomer's path: stop the server, load the demo data, start again, paste what it printed.
+    server.child.kill('SIGTERM');
+    expect((await server.exited).code).toBe(0);
+    const demo = await runProcess(['src/cli.ts', 'demo-data'], { DATA_DIR: dir, PORT: String(port) });
+    expect({ code: demo.code, stderr: demo.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(demo.stdout).not.toMatch(/\$CLIENT_ID|\$CLIENT_SECRET/);
+    server = startProcess(['src/server.ts'], { DATA_DIR: dir, PORT: String(port) });
+    await waitUntilHealthy(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status, server.child);
+    const list = await runPrintedList(demo.stdout, await runPrintedToken(demo.stdout));
+    expect(list.status).toBe(200);
+    expect(((await list.json()) as unknown[]).length).toBe(8);
   });
 
   it('a HOST that is not an address of the machine is one line naming HOST, exit 1', { timeout: 60_000 }, async () => {
