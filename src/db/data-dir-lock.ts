@@ -2,9 +2,9 @@
 // data in memory and writes it back, so a second process's writes are silently lost (or worse).
 // A lock file in the folder names its holder; a second process is refused at once with a line
 // saying who holds it and what to do. A lock whose holder is gone is taken over, never obeyed.
-import { closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 export type DataDirHolder = 'server' | 'cli';
 
@@ -81,13 +81,28 @@ export function folderProblem(dir: string, error: unknown): DataDirError {
   return new DataDirError(`DATA_DIR ${abs} cannot hold the embedded database (${code}): set DATA_DIR to a writable folder on a real file system`);
 }
 
+// mkdir -p without Node's recursive mkdir, which loops for ever on a virtual file system that
+// answers ENOENT for a parent that exists (/proc).
+function makeFolder(path: string): void {
+  try {
+    mkdirSync(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' && statSync(path).isDirectory()) return;
+    const parent = dirname(path);
+    if (code !== 'ENOENT' || parent === path || existsSync(parent)) throw error;
+    makeFolder(parent);
+    mkdirSync(path);
+  }
+}
+
 // Creates the folder if needed and takes its lock, or throws a DataDirError.
 export function lockDataDir(dir: string, holder: DataDirHolder, notice: (line: string) => void): DataDirLock {
   const abs = resolve(dir);
   const path = join(abs, LOCK_FILE);
   const record: LockRecord = { pid: process.pid, holder, since: new Date().toISOString(), host: hostname() };
   try {
-    mkdirSync(abs, { recursive: true });
+    makeFolder(abs);
   } catch (error) {
     throw folderProblem(dir, error);
   }
