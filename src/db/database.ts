@@ -31,6 +31,8 @@ export interface Database {
 
 export interface DatabaseOptions {
   url?: string | undefined;
+  // PostgreSQL: the password, when it is not in the URL (DATABASE_PASSWORD(_FILE)).
+  password?: string | undefined;
   poolMax?: number;
   // PGlite data directory; undefined means in memory (tests)
   dataDir?: string | undefined;
@@ -51,12 +53,21 @@ export const STARTUP_LOCK_KEY = 7_240_311_902;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.url
-    ? openPostgres(options.url, {
+    ? openPostgres(withPassword(options.url, options.password), {
         poolMax: options.poolMax ?? 10,
         statementTimeoutMs: options.statementTimeoutMs,
         acquireTimeoutMs: options.acquireTimeoutMs,
       })
     : openPglite(options.dataDir, options.pgliteSnapshot, options.holder ?? 'server');
+}
+
+// The password goes into the URL here, percent-encoded, so whatever characters it holds reach
+// pg intact (pg decodes it); the operator's URL never needs escaping.
+export function withPassword(url: string, password: string | undefined): string {
+  if (password === undefined) return url;
+  const parsed = new URL(url);
+  parsed.password = encodeURIComponent(password);
+  return parsed.toString();
 }
 
 // /readyz must answer within 2 s; this leaves room for the rest of the request.
