@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # Node 24 is the maintained LTS line; the code also runs on Node 20.19+ and 22.
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
@@ -17,13 +16,15 @@ FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \
-    DATA_DIR=/app/data
+    DATA_DIR=/app/data \
+    SHUTDOWN_TIMEOUT_MS=8000
 WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY migrations ./migrations
 COPY package.json ./
-# The embedded database (used when DATABASE_URL is unset) needs a writable folder.
+# The embedded database (used when DATABASE_URL is unset) needs a folder the node user (uid 1000)
+# may write: a bind-mounted one must be chowned to 1000:1000 on the host.
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node
 # 3000 serves the API and the stations' OCPP-J endpoint (ws://…/ocpp/{asset id}). Security
@@ -31,6 +32,9 @@ USER node
 # X-Forwarded-Proto: https and TRUST_PROXY=true), or mount a certificate and set OCPP_TLS_PORT,
 # OCPP_TLS_CERT_FILE and OCPP_TLS_KEY_FILE for the service's own TLS listener (publish that port too).
 EXPOSE 3000
+# SHUTDOWN_TIMEOUT_MS (8 s) stays under `docker stop`'s default grace period (10 s), so a slow
+# shutdown ends in our own exit 1 rather than a SIGKILL. Probes are logged at debug.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# The CLI in the container: node dist/cli.js … (tsx is a dev dependency, absent here).
 CMD ["node", "dist/server.js"]

@@ -21,8 +21,6 @@ export interface BuildOptions {
   // Tests hand in a fresh database; production opens the one the config names.
   database?: Database;
   logStream?: Writable;
-  // Create the bootstrap admin client when the database has none (server start-up only).
-  bootstrap?: boolean;
   // Cheaper password hashes for tests; production keeps DEFAULT_SCRYPT_PARAMS.
   scryptParams?: ScryptParams;
 }
@@ -128,7 +126,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(observability, { database });
   await app.register(openapi, { tokenUrl: `${config.auth.issuer}/oauth/token` });
   // Its start-up work runs under database.withStartupLock, which migrates the database first.
-  await app.register(authPlugin, { auth: config.auth, database, bootstrap: options.bootstrap });
+  await app.register(authPlugin, { auth: config.auth, database });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, scryptParams: options.scryptParams });

@@ -1,19 +1,43 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, type AppConfig } from './config.js';
+import { localBaseUrl } from './cli-command.js';
 import { openDatabase } from './db/database.js';
 import { ClientInputError, createClient, listClients, revokeClient } from './auth/clients-service.js';
 import { parseScopeList } from './auth/scopes.js';
 import { seedDemoData } from './cli/demo-data.js';
 import { runStationCommand, STATION_USAGE, StationInputError } from './stations/station-cli.js';
 
-const USAGE = `usage:
-  cli clients create --name NAME --scopes "read:sessionpayment write:asset" [--network ID] [--admin]
-  cli clients list
-  cli clients revoke CLIENT_ID
-  cli demo-data            record demo session payments (skips sessions that already have one)
-${STATION_USAGE}`;
+type Command = (args: string[], db: Awaited<ReturnType<typeof openDatabase>>['db'], config: AppConfig) => Promise<number>;
 
-type Command = (args: string[], db: Awaited<ReturnType<typeof openDatabase>>['db']) => Promise<number>;
+// Each command's own usage; the general usage is theirs together.
+const USAGES: Record<string, string> = {
+  'clients create': `  cli clients create --name NAME --scopes "read:sessionpayment write:asset" [--network ID] [--admin]
+                           make an API client; prints its id and secret once (--network: its tokens
+                           see one network only; --admin: may manage the station model catalogue)`,
+  'clients list': '  cli clients list         the API clients, revoked ones included (never a secret)',
+  'clients revoke': '  cli clients revoke CLIENT_ID\n                           refuse the client new tokens; its tokens stop working within 30 s',
+  'demo-data': `  cli demo-data            record demo session payments (skips sessions that already have one) and
+                           print commands that list them (the embedded database: stop the server first)`,
+  station: STATION_USAGE,
+};
+
+function usageOf(prefix: string): string {
+  const lines = Object.entries(USAGES)
+    .filter(([name]) => prefix === '' || name === prefix || name.startsWith(`${prefix} `))
+    .map(([, usage]) => usage);
+  return `usage (run from the project folder; in the Docker image: node dist/cli.js …):\n${lines.join('\n')}`;
+}
+
+const HELP = new Set(['--help', '-h', 'help']);
+
+class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly usage: string,
+  ) {
+    super(message);
+  }
+}
 
 const commands: Record<string, Command> = {
   'clients create': async (args, db) => {
@@ -49,37 +73,61 @@ const commands: Record<string, Command> = {
     );
     return 0;
   },
-  'demo-data': async (_args, db) => {
-    await seedDemoData(db);
+  'demo-data': async (_args, db, config) => {
+    await seedDemoData(db, undefined, { baseUrl: localBaseUrl(config.host, config.port) });
     return 0;
   },
 };
 
 export async function runCli(argv: string[]): Promise<number> {
-  // Talks to a running service over the network: no configuration, no database.
-  if (argv[0] === 'station') return runStationCommand(argv.slice(1));
+  if (argv.length === 0) throw new UsageError('no command given', usageOf(''));
+  if (HELP.has(argv[0]!)) return help('');
   const key = argv.slice(0, 2).join(' ');
-  const single = argv[0] ?? '';
-  const [name, rest] = commands[key] ? [key, argv.slice(2)] : commands[single] ? [single, argv.slice(1)] : [undefined, []];
-  if (!name) {
-    process.stderr.write(`${USAGE}\n`);
-    return 2;
+  const single = argv[0]!;
+  const name = USAGES[key] ? key : USAGES[single] ? single : undefined;
+  const rest = argv.slice(name === key ? 2 : 1);
+  // A group's name alone (`clients --help`) shows the group's commands.
+  if (!name && Object.keys(USAGES).some((command) => command.startsWith(`${single} `))) {
+    if (argv.slice(1).some((arg) => HELP.has(arg))) return help(single);
+    throw new UsageError(argv.length > 1 ? `unknown command "${key}"` : `"${single}" needs a subcommand`, usageOf(single));
   }
+  if (!name) throw new UsageError(`unknown command "${single}"`, usageOf(''));
+  // Help never needs the configuration, nor takes the database.
+  if (rest.some((arg) => HELP.has(arg))) return help(name);
+  // Talks to a running service over the network: no configuration, no database.
+  if (name === 'station') return runStationCommand(rest);
   const config = loadConfig();
-  const database = await openDatabase({ url: config.database.url, poolMax: 2, dataDir: config.database.dataDir });
+  const database = await openDatabase({ url: config.database.url, password: config.database.password, poolMax: 2, dataDir: config.database.dataDir, holder: 'cli' });
   try {
     await database.withStartupLock(async () => undefined);
-    return await commands[name]!(rest, database.db);
+    return await commands[name]!(rest, database.db, config);
   } finally {
     await database.close();
   }
 }
 
+function help(prefix: string): number {
+  process.stdout.write(`${usageOf(prefix)}\n`);
+  return 0;
+}
+
+// Mistakes in the command line (exit 2, with the usage that applies) against failures (exit 1).
+function usageProblem(error: unknown): UsageError | null {
+  if (error instanceof UsageError) return error;
+  if (error instanceof ClientInputError || error instanceof StationInputError || error instanceof ConfigError) {
+    return new UsageError(error.message, usageOf(''));
+  }
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) return new UsageError((error as Error).message, usageOf(''));
+  return null;
+}
+
 runCli(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof ClientInputError || error instanceof ConfigError || error instanceof StationInputError) {
-      process.stderr.write(`${error.message}\n${USAGE}\n`);
+    const usage = usageProblem(error);
+    if (usage) {
+      process.stderr.write(`${usage.message}\n${usage.usage}\n`);
       process.exit(2);
     }
     process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);

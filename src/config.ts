@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { SECURITY_PROFILES } from './asset-management/asset-management-tables.js';
 
@@ -16,7 +17,11 @@ const envSchema = z.object({
   DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .refine((url) => URL.canParse(url), 'is not a valid URL (a password with # / @ or % must be percent-encoded; or give it in DATABASE_PASSWORD_FILE or DATABASE_PASSWORD instead)')
     .optional(),
+  // The password apart from the URL, so it needs no escaping and can come from a secret file.
+  DATABASE_PASSWORD: z.string().optional(),
+  DATABASE_PASSWORD_FILE: z.string().min(1).optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(500).default(10),
   DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(5000),
   DATABASE_ACQUIRE_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(5000),
@@ -59,6 +64,16 @@ const configSchema = envSchema.transform((e, ctx) => {
     ctx.addIssue({ code: 'custom', path: ['OCPP_TLS_PORT'], message: 'OCPP_TLS_PORT, OCPP_TLS_CERT_FILE and OCPP_TLS_KEY_FILE go together' });
     return z.NEVER;
   }
+  let databasePassword = e.DATABASE_PASSWORD;
+  if (e.DATABASE_PASSWORD_FILE !== undefined) {
+    try {
+      // A secret file usually ends in a newline that is not part of the password.
+      databasePassword = readFileSync(e.DATABASE_PASSWORD_FILE, 'utf8').replace(/\r?\n$/, '');
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', path: ['DATABASE_PASSWORD_FILE'], message: `cannot read it (${(error as NodeJS.ErrnoException).code ?? 'error'})` });
+      return z.NEVER;
+    }
+  }
   if (external && !e.AUTH_ISSUER) {
     ctx.addIssue({ code: 'custom', path: ['AUTH_ISSUER'], message: 'required when AUTH_JWKS_URL is set' });
     return z.NEVER;
@@ -71,6 +86,7 @@ const configSchema = envSchema.transform((e, ctx) => {
     trustProxy: e.TRUST_PROXY,
     database: {
       url: e.DATABASE_URL,
+      password: databasePassword,
       poolMax: e.DATABASE_POOL_MAX,
       dataDir: e.DATA_DIR,
       statementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,

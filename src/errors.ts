@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 
 // Domain errors carry meaning, not HTTP bodies: the error plugin renders them in the family's shape.
-export type ErrorKind = 'bad_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'conflict' | 'service_unavailable';
+export type ErrorKind = 'bad_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'service_unavailable';
 
 export interface ValidationIssue {
   code: string;
@@ -44,6 +44,16 @@ export class ForbiddenError extends AppError {
 export class NotFoundError extends AppError {
   constructor(message: string, code = 'NOT_FOUND') {
     super('not_found', message, code);
+  }
+}
+
+// A known path asked with a method it does not serve; the Allow header lists those it does.
+export class MethodNotAllowedError extends AppError {
+  constructor(
+    method: string,
+    readonly allow: string[],
+  ) {
+    super('method_not_allowed', `Method ${method} is not allowed here; allowed: ${allow.join(', ')}`, 'METHOD_NOT_ALLOWED');
   }
 }
 

@@ -2,9 +2,10 @@ import { buildApp } from './app.js';
 import type { CreatedClient } from './auth/clients-service.js';
 import { ConfigError, loadConfig, type AppConfig } from './config.js';
 import { runServer } from './lifecycle.js';
+import { cliCommand, listCommand, localBaseUrl, tokenCommand } from './cli-command.js';
 
 function printBootstrap(client: CreatedClient, address: string, config: AppConfig) {
-  const base = address.replace('://0.0.0.0', '://127.0.0.1').replace('://[::]', '://127.0.0.1');
+  const base = localBaseUrl(config.host, Number(new URL(address).port));
   // Printed to the console once, deliberately not through the logger: logs are shipped and kept.
   const lines = [
     '',
@@ -12,13 +13,12 @@ function printBootstrap(client: CreatedClient, address: string, config: AppConfi
     `  client_id:     ${client.clientId}`,
     `  client_secret: ${client.clientSecret}`,
     '',
-    'Get an access token:',
-    `  curl -s -u '${client.clientId}:${client.clientSecret}' -d grant_type=client_credentials ${base}/oauth/token`,
+    'Get an access token and call the API with it:',
+    `  ${tokenCommand(base, client.clientId, client.clientSecret)}`,
+    `  ${listCommand(base, ['ses_1'])}`,
     '',
-    'Then call the API with it, for example:',
-    `  curl -s -H "Authorization: Bearer $TOKEN" '${base}/payments/v1/session-payments?sessionIds=ses_1'`,
-    '',
-    config.database.url ? '' : 'The embedded database is empty. Load sample payments with: npm run cli -- demo-data',
+    // The embedded database admits one process at a time: the CLI cannot run beside the server.
+    config.database.url ? '' : `The embedded database is empty. To load sample payments, stop the server, then run: ${cliCommand()} demo-data`,
     '',
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
@@ -35,9 +35,29 @@ async function main() {
     }
     throw error;
   }
-  const app = await buildApp(config, { bootstrap: true });
-  const address = await runServer(app, config);
-  if (app.auth.bootstrapClient) printBootstrap(app.auth.bootstrapClient, address, config);
+  const app = await buildApp(config);
+  let address: string;
+  try {
+    address = await runServer(app, config);
+  } catch (error) {
+    // Let go of the database (and the embedded database's folder) before exiting.
+    await app.close().catch(() => undefined);
+    throw listenProblem(error, config);
+  }
+  const client = await app.auth.createBootstrapClient();
+  if (client) printBootstrap(client, address, config);
+}
+
+// The operator's mistakes in HOST and PORT, as one line naming the variable.
+function listenProblem(error: unknown, config: AppConfig): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `${config.host}:${config.port}`;
+  if (code === 'EADDRINUSE') return new Error(`${where} is already in use (another process listens there): stop it, or set PORT`);
+  if (code === 'EACCES') return new Error(`${where} needs privileges this process lacks: set PORT above 1023`);
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') {
+    return new Error(`HOST ${config.host} is not an address of this machine (${code}): set HOST to one of its addresses, 127.0.0.1 or 0.0.0.0`);
+  }
+  return error;
 }
 
 main().catch((error: unknown) => {

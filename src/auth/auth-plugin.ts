@@ -21,15 +21,15 @@ const ALGORITHMS = ['ES256', 'ES384', 'ES512', 'RS256', 'RS384', 'RS512', 'PS256
 export interface AuthPluginOptions {
   auth: AppConfig['auth'];
   database: Database;
-  // Create the bootstrap admin client when the database has none (server start-up only).
-  bootstrap?: boolean | undefined;
 }
 
 export interface AuthServices {
   // The embedded issuer's; null with an external identity provider.
   tokens: TokenService | null;
-  // Created by this start, its secret shown once; null otherwise.
-  bootstrapClient: CreatedClient | null;
+  // The embedded issuer's first start: creates the bootstrap admin client when the database has
+  // no client (null otherwise). The server calls it only once it listens, so a start that fails
+  // before (port taken, bad HOST) keeps no client whose secret nobody was shown.
+  createBootstrapClient(): Promise<CreatedClient | null>;
 }
 
 declare module 'fastify' {
@@ -45,10 +45,7 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
   const { auth, database } = opts;
   const embedded = auth.mode === 'embedded';
   // Several replicas may start at once: one signing key and one bootstrap client between them.
-  const { signingKey, bootstrapClient } = await database.withStartupLock(async (db) => ({
-    signingKey: embedded ? await ensureSigningKey(db, auth.signingAlg) : null,
-    bootstrapClient: embedded && opts.bootstrap ? await createBootstrapClientIfNone(db) : null,
-  }));
+  const signingKey = await database.withStartupLock(async (db) => (embedded ? ensureSigningKey(db, auth.signingAlg) : null));
 
   let keyResolver: KeyResolver;
   let tokens: TokenService | null = null;
@@ -71,7 +68,8 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
     tokens = createTokenService({ db: database.db, auth, key: signingKey });
     revocations = createRevocationList({ db: database.db, refreshSeconds: auth.revocationRefreshSeconds });
   }
-  app.decorate('auth', { tokens, bootstrapClient });
+  const createBootstrapClient = async () => (embedded ? database.withStartupLock((db) => createBootstrapClientIfNone(db)) : null);
+  app.decorate('auth', { tokens, createBootstrapClient });
 
   await app.register(fastifyJwt, {
     secret: async (_request: FastifyRequest, token: unknown) => {

@@ -1,6 +1,8 @@
 // `cli demo-data`: records a realistic spread of session payments through the same service code
 // the API uses, so the demo exercises the real billing and constraints. Session IDs are fixed, so
 // a second run records nothing new: sessions that already have a payment are skipped.
+import { createClient } from '../auth/clients-service.js';
+import { cliCommand, listCommand, tokenCommand } from '../cli-command.js';
 import type { Db } from '../db/database.js';
 import { ConflictError } from '../errors.js';
 import type { TaxConfig } from '../payments/billing.js';
@@ -139,7 +141,16 @@ export interface DemoSummary {
   sessions: string[];
 }
 
-export async function seedDemoData(db: Db, write: (text: string) => void = (text) => process.stdout.write(text)): Promise<DemoSummary> {
+export interface DemoOptions {
+  // Where the server that serves this database is reached (its HOST and PORT).
+  baseUrl: string;
+}
+
+export async function seedDemoData(
+  db: Db,
+  write: (text: string) => void = (text) => process.stdout.write(text),
+  options: DemoOptions = { baseUrl: 'http://127.0.0.1:3000' },
+): Promise<DemoSummary> {
   const everyNetwork = { network: null };
   const summary: DemoSummary = { recorded: 0, collected: 0, skipped: 0, sessions: [] };
   for (const { input, collectAfterMinutes } of demoPayments(Date.now())) {
@@ -164,14 +175,18 @@ export async function seedDemoData(db: Db, write: (text: string) => void = (text
 
   // One pending and one collected payment per network.
   const sample = NETWORKS.flatMap((network) => [1, 8].map((k) => `ses_demo_${network.short}_${String(k).padStart(3, '0')}`));
+  // The printed commands must run as printed: a read-only client of their own, rather than
+  // credentials the reader would have to fill in.
+  const reader = await createClient(db, { name: 'demo-data reader', scopes: ['read:sessionpayment'], isAdmin: false });
   write(
     [
       `demo-data: recorded ${summary.recorded} session payments (${summary.collected} collected); ${summary.skipped} sessions already had one and were skipped`,
       `networks: ${NETWORKS.map((network) => network.id).join(', ')}`,
       `some sessions: ${sample.join(' ')}`,
-      'list them with a token of a client that has read:sessionpayment:',
-      `  ACCESS_TOKEN=$(curl -s -u "$CLIENT_ID:$CLIENT_SECRET" -d grant_type=client_credentials http://127.0.0.1:3000/oauth/token | sed -E 's/.*"access_token":"([^"]+)".*/\\1/')`,
-      `  curl -s -H "Authorization: Bearer $ACCESS_TOKEN" 'http://127.0.0.1:3000/payments/v1/session-payments?sessionIds=${sample.join(',')}'`,
+      `a client that may only read payments was made for the commands below (its secret is shown only this once; remove it with: ${cliCommand()} clients revoke ${reader.clientId})`,
+      'with the server running, list them:',
+      `  ${tokenCommand(options.baseUrl, reader.clientId, reader.clientSecret)}`,
+      `  ${listCommand(options.baseUrl, sample)}`,
       '',
     ].join('\n'),
   );

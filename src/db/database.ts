@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
@@ -10,6 +9,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { AppError, ServiceUnavailableError } from '../errors.js';
+import { folderProblem, lockDataDir, type DataDirHolder } from './data-dir-lock.js';
 import * as schema from './schema.js';
 
 export type Schema = typeof schema;
@@ -31,9 +31,13 @@ export interface Database {
 
 export interface DatabaseOptions {
   url?: string | undefined;
+  // PostgreSQL: the password, when it is not in the URL (DATABASE_PASSWORD(_FILE)).
+  password?: string | undefined;
   poolMax?: number;
   // PGlite data directory; undefined means in memory (tests)
   dataDir?: string | undefined;
+  // Who takes the data directory's lock, named to a second process that is refused (PGlite only).
+  holder?: DataDirHolder | undefined;
   // An in-memory PGlite starts from this dumped data directory instead of running initdb (tests
   // start hundreds of databases; initdb is ~3 s of each, loading a migrated snapshot ~0.5 s).
   pgliteSnapshot?: Blob | undefined;
@@ -49,12 +53,21 @@ export const STARTUP_LOCK_KEY = 7_240_311_902;
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.url
-    ? openPostgres(options.url, {
+    ? openPostgres(withPassword(options.url, options.password), {
         poolMax: options.poolMax ?? 10,
         statementTimeoutMs: options.statementTimeoutMs,
         acquireTimeoutMs: options.acquireTimeoutMs,
       })
-    : openPglite(options.dataDir, options.pgliteSnapshot);
+    : openPglite(options.dataDir, options.pgliteSnapshot, options.holder ?? 'server');
+}
+
+// The password goes into the URL here, percent-encoded, so whatever characters it holds reach
+// pg intact (pg decodes it); the operator's URL never needs escaping.
+export function withPassword(url: string, password: string | undefined): string {
+  if (password === undefined) return url;
+  const parsed = new URL(url);
+  parsed.password = encodeURIComponent(password);
+  return parsed.toString();
 }
 
 // /readyz must answer within 2 s; this leaves room for the rest of the request.
@@ -171,10 +184,17 @@ async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   }
 }
 
-async function openPglite(dataDir: string | undefined, snapshot: Blob | undefined): Promise<Database> {
-  if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const client = dataDir ? new PGlite(dataDir) : new PGlite(snapshot ? { loadDataDir: snapshot } : {});
-  await client.waitReady;
+async function openPglite(dataDir: string | undefined, snapshot: Blob | undefined, holder: DataDirHolder): Promise<Database> {
+  const lock = dataDir ? lockDataDir(dataDir, holder, (line) => process.stderr.write(`${line}\n`)) : undefined;
+  let client: PGlite;
+  try {
+    client = dataDir ? new PGlite(dataDir) : new PGlite(snapshot ? { loadDataDir: snapshot } : {});
+    await client.waitReady;
+  } catch (error) {
+    lock?.release();
+    // PGlite reports file system failures as bare errno objects ("[object Object]" as text).
+    throw dataDir && !(error instanceof Error) ? folderProblem(dataDir, error) : error;
+  }
   const db = drizzlePglite(client, { schema });
   return {
     db: db as unknown as Db,
@@ -189,7 +209,11 @@ async function openPglite(dataDir: string | undefined, snapshot: Blob | undefine
       return fn(db as unknown as Db);
     },
     async close() {
-      if (!client.closed) await client.close();
+      try {
+        if (!client.closed) await client.close();
+      } finally {
+        lock?.release();
+      }
     },
     async dumpDataDir() {
       return client.dumpDataDir('none');

@@ -9,6 +9,7 @@ import {
   HeadersTooLargeError,
   MAX_ISSUES,
   MalformedRequestError,
+  MethodNotAllowedError,
   RequestTimeoutError,
   RequestValidationError,
   ServiceUnavailableError,
@@ -34,6 +35,7 @@ function familyOf(request: Pick<FastifyRequest, 'url'>): Family {
 const ASSET_TYPES: Record<number, string> = {
   400: 'BAD_REQUEST',
   404: 'NOT_FOUND',
+  405: 'METHOD_NOT_ALLOWED',
   409: 'CONFLICT',
   500: 'INTERNAL_ERROR',
   408: 'REQUEST_TIMEOUT',
@@ -43,6 +45,7 @@ const ASSET_TYPES: Record<number, string> = {
 const PAYMENT_CODES: Record<number, string> = {
   403: 'FORBIDDEN',
   404: 'NOT_FOUND',
+  405: 'METHOD_NOT_ALLOWED',
   409: 'CONFLICT',
   500: 'INTERNAL_SERVER_ERROR',
   408: 'REQUEST_TIMEOUT',
@@ -122,7 +125,7 @@ function render(error: unknown): Rendered {
     return { status: 400, message, code: 'INVALID_REQUEST_PARAMETERS', issues };
   }
   if (error instanceof AppError) {
-    const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, conflict: 409, service_unavailable: 503 }[error.kind];
+    const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, method_not_allowed: 405, conflict: 409, service_unavailable: 503 }[error.kind];
     const issues = error.issues && boundIssues(error.issues);
     const message = error.kind === 'bad_request' && issues?.length ? describeIssues(issues, error.issues!.length > issues.length) : error.message;
     return { status, message, code: error.code, issues };
@@ -156,6 +159,7 @@ function familyRenderer(shape: FamilyShape): ErrorRenderer {
     if (r.status === 500) request.log.error({ err: loggableError(error) }, 'request failed');
     // The contract asks for error="invalid_token" on every 401, a missing token included.
     if (r.status === 401) reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`);
+    if (error instanceof MethodNotAllowedError) reply.header('allow', error.allow.join(', '));
     reply.code(r.status);
     if (r.status === 401 || r.status === 429 || r.status === 431) return reply.send({ message: r.message });
     return reply.send(shape.body(r));
@@ -205,7 +209,7 @@ export const renderOAuthError: ErrorRenderer = (error, request, reply) => {
   if (error instanceof OAuthError) oauth = error;
   else {
     const r = render(error);
-    if ([500, 429, 408].includes(r.status)) return renderPlainError(error, request, reply);
+    if ([500, 429, 408, 405].includes(r.status)) return renderPlainError(error, request, reply);
     oauth = new OAuthError('invalid_request', r.message);
   }
   if (oauth.statusCode === 401) reply.header('www-authenticate', oauth.basicChallenge ? 'Basic realm="oauth"' : 'Bearer');
@@ -289,10 +293,36 @@ export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: 
   socket.destroy();
 }
 
+// The methods each registered path serves, so a known path asked with another method is a 405
+// whose Allow comes from the routes themselves.
+function routeTable() {
+  const routes: { pattern: RegExp; methods: Set<string> }[] = [];
+  return {
+    add(url: string, method: string | string[]) {
+      const source = url
+        .replace(/\/+$/, '')
+        .split('/')
+        .map((segment) => (segment === '*' ? '.*' : segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+        .join('/');
+      routes.push({ pattern: new RegExp(`^${source}/?$`), methods: new Set([method].flat()) });
+    },
+    allowed(path: string): string[] {
+      const methods = new Set<string>();
+      for (const route of routes) if (route.pattern.test(path)) route.methods.forEach((m) => methods.add(m));
+      return [...methods].sort();
+    },
+  };
+}
+
 async function errorHandlerPlugin(app: FastifyInstance) {
   app.setErrorHandler(renderByUrl);
+  const routes = routeTable();
+  app.addHook('onRoute', (route) => routes.add(route.url, route.method));
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send({ message: `Route ${request.method} ${request.url.split('?')[0]} not found` });
+    const path = request.url.split('?')[0]!;
+    const allow = routes.allowed(path);
+    if (allow.length > 0 && !allow.includes(request.method)) return renderByUrl(new MethodNotAllowedError(request.method, allow), request, reply);
+    return reply.code(404).send({ message: `Route ${request.method} ${path} not found` });
   });
 
   app.server.on('request', (req: IncomingMessage, res: { headersSent: boolean }) => {

@@ -3,6 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Database } from '../db/database.js';
 
+const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
+
 // One registry per app instance: several apps in one process (tests) must not share counters.
 async function observabilityPlugin(app: FastifyInstance, opts: { database: Database }) {
   const registry = new Registry();
@@ -19,7 +21,8 @@ async function observabilityPlugin(app: FastifyInstance, opts: { database: Datab
     // Unmatched URLs share one label so random paths cannot explode the series count.
     const route = request.is404 ? 'unmatched' : (request.routeOptions.url ?? 'unmatched');
     duration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
-    request.log.info(
+    // Probes and scrapers call every few seconds: their lines would drown the requests' lines.
+    request.log[PROBES.has(route) ? 'debug' : 'info'](
       { method: request.method, url: redactUrl(request.url), statusCode: reply.statusCode, responseTimeMs: Math.round(reply.elapsedTime * 10) / 10 },
       'request completed',
     );

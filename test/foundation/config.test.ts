@@ -1,7 +1,11 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { withPassword } from '../../src/db/database.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -135,6 +139,30 @@ describe('loadConfig', () => {
   it('reports one variable in one line when several are wrong', () => {
     const error = configError({ PORT: 'x', LOG_LEVEL: 'loud', OCPP_MIN_SECURITY_PROFILE: '9' });
     expect(error.message).toMatch(/^invalid configuration: (PORT|LOG_LEVEL|OCPP_MIN_SECURITY_PROFILE): [^\n]+$/);
+  });
+
+  it('takes the database password apart from the URL, from DATABASE_PASSWORD or a secret file, and names DATABASE_URL when the URL does not parse', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cns-secret-'));
+    try {
+      const file = join(dir, 'db_password');
+      writeFileSync(file, 'p#ss/w@rd%20:x\n');
+      const url = 'postgres://cns@db:5432/cns';
+      expect(loadConfig({ DATABASE_URL: url, DATABASE_PASSWORD_FILE: file }).database.password).toBe('p#ss/w@rd%20:x');
+      expect(loadConfig({ DATABASE_URL: url, DATABASE_PASSWORD: 'plain' }).database.password).toBe('plain');
+      expectRejected({ DATABASE_URL: url, DATABASE_PASSWORD_FILE: join(dir, 'missing') }, 'DATABASE_PASSWORD_FILE');
+      // A password pasted into the URL: the line names the variable, never its value.
+      const error = configError({ DATABASE_URL: 'postgres://cns:se#cret@db:5432/cns' });
+      expect(error.message).toMatch(/^invalid configuration: DATABASE_URL: is not a valid URL/);
+      expect(error.message).not.toContain('se#cret');
+
+      // Whatever it holds reaches pg as the password itself.
+      const withIt = new URL(withPassword(url, 'p#ss/w@rd%20:x'));
+      expect(decodeURIComponent(withIt.password)).toBe('p#ss/w@rd%20:x');
+      expect(`${withIt.hostname}${withIt.pathname}`).toBe('db/cns');
+      expect(withPassword(url, undefined)).toBe(url);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -40,16 +40,28 @@ describe('errors, request ids, logs, metrics and docs', () => {
       expect(Object.keys(body)).toEqual(['message']);
       expect(typeof body.message).toBe('string');
     }
+    // A known path with another method is a 405 (with Allow), still { message } outside the API families.
     const post = await t.app.inject({ method: 'DELETE', url: '/healthz' });
-    expect(post.statusCode).toBe(404);
+    expect(post.statusCode).toBe(405);
     expect(Object.keys(post.json() as object)).toEqual(['message']);
   });
 
   it('echoes a valid x-request-id and logs the request under it', async () => {
-    const res = await t.app.inject({ url: '/healthz', headers: { 'x-request-id': 'lb-trace.42:abc_DEF-9' } });
+    const res = await t.app.inject({ url: '/.well-known/jwks.json', headers: { 'x-request-id': 'lb-trace.42:abc_DEF-9' } });
     expect(res.headers['x-request-id']).toBe('lb-trace.42:abc_DEF-9');
     const line = parsedLogs().find((l) => l.reqId === 'lb-trace.42:abc_DEF-9' && l.msg === 'request completed');
-    expect(line).toMatchObject({ method: 'GET', url: '/healthz', statusCode: 200 });
+    expect(line).toMatchObject({ method: 'GET', url: '/.well-known/jwks.json', statusCode: 200 });
+  });
+
+  it('logs health, readiness and metrics probes at debug, so a healthcheck every few seconds adds no info lines', async () => {
+    for (const url of ['/healthz', '/readyz', '/metrics']) {
+      const res = await t.app.inject({ url, headers: { 'x-request-id': `probe-${url.slice(1)}` } });
+      expect(res.statusCode).toBe(200);
+    }
+    const lines = parsedLogs().filter((l) => String(l.reqId).startsWith('probe-') && l.msg === 'request completed');
+    // pino's levels: 20 debug, 30 info
+    expect(lines.map((l) => [l.url, l.level])).toEqual([['/healthz', 20], ['/readyz', 20], ['/metrics', 20]]);
+    expect(parsedLogs().find((l) => l.reqId === 'lb-trace.42:abc_DEF-9' && l.msg === 'request completed')).toMatchObject({ level: 30 });
   });
 
   it('generates a request id when none is sent, and replaces an unusable one', async () => {
@@ -72,7 +84,7 @@ describe('errors, request ids, logs, metrics and docs', () => {
   });
 
   it('writes exactly one completion line per request', async () => {
-    for (let i = 0; i < 3; i++) await t.app.inject({ url: '/healthz', headers: { 'x-request-id': `count-${i}` } });
+    for (let i = 0; i < 3; i++) await t.app.inject({ url: '/.well-known/jwks.json', headers: { 'x-request-id': `count-${i}` } });
     for (let i = 0; i < 3; i++) {
       expect(parsedLogs().filter((l) => l.reqId === `count-${i}` && l.msg === 'request completed')).toHaveLength(1);
     }

@@ -1,4 +1,4 @@
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
@@ -27,4 +27,47 @@ export async function killProcess(child: ChildProcess | undefined): Promise<void
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGKILL');
   await exited;
+}
+
+export interface ProcessResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+// The environment a service process gets: only what is named, never the test runner's own
+// (a DATABASE_URL of the suite must not leak into a process that is meant to run on PGlite).
+export function serviceEnv(env: Record<string, string>): Record<string, string> {
+  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', HOST: '127.0.0.1', ...env };
+}
+
+// Starts `node --import tsx <script> …args` from the project root.
+export function startProcess(args: string[], env: Record<string, string>, options: { uid?: number; gid?: number } = {}) {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, env: serviceEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...options });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
+  const exited = new Promise<ProcessResult>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal, ...output })));
+  return { child, output, exited };
+}
+
+// Runs a command to its end. The guard only keeps a hanging process from hanging the suite
+// (it shows as a SIGKILL in the result); it is not an assertion on speed.
+export async function runProcess(
+  args: string[],
+  env: Record<string, string>,
+  options: { guardMs?: number; uid?: number; gid?: number } = {},
+): Promise<ProcessResult> {
+  const { child, exited } = startProcess(args, env, { uid: options.uid, gid: options.gid });
+  const guard = setTimeout(() => child.kill('SIGKILL'), options.guardMs ?? 40_000);
+  try {
+    return await exited;
+  } finally {
+    clearTimeout(guard);
+  }
+}
+
+export function outputLines(text: string): string[] {
+  return text.split('\n').filter((line) => line.length > 0);
 }

@@ -167,7 +167,7 @@ describe('demo-data command', () => {
     expect(first.collected).toBeLessThan(first.recorded);
     expect(first.skipped).toBe(0);
     expect(printed).toMatch(/^demo-data: recorded \d+ session payments/);
-    expect(printed).toContain("curl -s -H \"Authorization: Bearer $ACCESS_TOKEN\" 'http://127.0.0.1:3000/payments/v1/session-payments?sessionIds=ses_demo_");
+    expect(printed).toContain("curl -s -H \"Authorization: Bearer $TOKEN\" 'http://127.0.0.1:3000/payments/v1/session-payments?sessionIds=ses_demo_");
 
     const shown = /sessionIds=([^']+)'/.exec(printed)?.[1]?.split(',') ?? [];
     const shownPayments = JSON.parse(await listPaymentsJson(t.database.db, { network: null }, shown)) as SessionPayment[];
