@@ -11,7 +11,7 @@ import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { sql, type Database } from '../../src/db/database.js';
 import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { listPayments, recordPayment } from '../helpers/payments-factory.js';
-import { provisionStation, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
+import { basic, provisionStation, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 
 // Every scrypt run of the process, counted where it starts and while it runs: the one place all
@@ -86,6 +86,26 @@ function httpGet(path: string, headers: Record<string, string> = {}): Promise<nu
   });
 }
 
+// An upgrade request whose answer the test never waits for: the socket it went out on.
+function pendingUpgrade(path: string, headers: Record<string, string>): Promise<Socket> {
+  return new Promise((resolve) => {
+    const req = httpRequest({
+      host: '127.0.0.1',
+      port,
+      path,
+      agent: false,
+      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
+    });
+    req.on('socket', resolve);
+    req.on('error', () => undefined);
+    req.end();
+  });
+}
+
+function serverConnections(): Promise<number> {
+  return new Promise((resolve, reject) => t.app.server.getConnections((err, count) => (err ? reject(err) : resolve(count))));
+}
+
 function readAsset(app: TestApp, id: string) {
   return app.app.inject({ url: `/asset-management/v1/assets/${id}`, headers: { authorization: app.bearer({ scopes: ['read:asset'] }) } });
 }
@@ -156,6 +176,28 @@ describe('crowds of refused stations retrying together', () => {
     expect(t.logLines().filter((l) => l.includes('Wrong:Supplied-pass-01') || l.includes('Crowd:Supplied-pass-01'))).toEqual([]);
     // The station itself still gets in.
     expect((await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] })).protocol).toBe('ocpp2.0.1');
+  });
+
+  it('stations that hang up while their login waits in the queue cost no hash when their turn comes', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1', password: 'Impatient:Supplied-pass1' });
+    const GAVE_UP = 50;
+    resetScryptRuns();
+    const releases: Array<() => void> = [];
+    const held = Array.from({ length: passwordHashQueue.concurrency }, () => passwordHashQueue(() => new Promise<void>((r) => releases.push(r))));
+    const sockets = await Promise.all(
+      Array.from({ length: GAVE_UP }, () => pendingUpgrade(`/ocpp/${s.id}`, { authorization: basic(s.id, 'Impatient:Wrong-pass-01'), 'sec-websocket-protocol': 'ocpp2.0.1' })),
+    );
+    await vi.waitFor(() => expect(stationLoginQueue.pendingCount).toBe(GAVE_UP - HASH_CONCURRENCY), { timeout: 10_000, interval: 10 });
+    const before = await serverConnections();
+    for (const socket of sockets) socket.destroy();
+    // The server has seen every one of them go before their turn comes.
+    await vi.waitFor(async () => expect(await serverConnections()).toBeLessThanOrEqual(before - GAVE_UP), { timeout: 10_000, interval: 10 });
+    for (const release of releases) release();
+    await Promise.all(held);
+    await vi.waitFor(() => expect(stationLoginQueue.activeCount + stationLoginQueue.pendingCount).toBe(0), { timeout: 10_000, interval: 10 });
+    // Only the logins already past the queue's door when the stations hung up were hashed.
+    expect(scryptRuns.started).toBeLessThanOrEqual(HASH_CONCURRENCY);
+    expect(t.logLines().filter((l) => l.includes(s.id) && l.includes('hung up before the login completed')).length).toBe(GAVE_UP);
   });
 
   it('500 unknown identities at once cost no hash at all: all 404', async () => {
