@@ -395,3 +395,60 @@ onServer?.('a database that answers slowly during a login storm (PostgreSQL)', (
     }
   });
 });
+
+onServer?.('a station that floods while its row is locked (PostgreSQL)', () => {
+  let small: TestApp;
+  let smallEndpoint: string;
+  beforeAll(async () => {
+    small = await createTestApp({
+      env: { OCPP_MIN_SECURITY_PROFILE: '1', DATABASE_POOL_MAX: '4', DATABASE_ACQUIRE_TIMEOUT_MS: '500' },
+    });
+    await small.app.listen({ host: '127.0.0.1', port: 0 });
+    smallEndpoint = `ws://127.0.0.1:${(small.app.server.address() as AddressInfo).port}/ocpp`;
+  });
+  afterAll(async () => {
+    await small?.close();
+  });
+
+  it('its calls take one pooled connection at a time, in order: the other station and the API are served meanwhile, and its last status is the one stored (PostgreSQL)', async () => {
+    const [a, b] = await Promise.all([provisionStation(small), provisionStation(small)]);
+    const abuser = await connected({ identity: a.id, password: a.password, protocols: ['ocpp2.0.1'] }, smallEndpoint);
+    const bystander = await connected({ identity: b.id, password: b.password, protocols: ['ocpp2.0.1'] }, smallEndpoint);
+    const holder = await otherSession(small.database);
+    const watcher = await otherSession(small.database);
+    try {
+      await holder.query('begin');
+      await holder.query('select asset_id from station_connections where asset_id = $1 for update', [a.id]);
+      // A burst of notifications without waiting for answers, each for the same connector.
+      const FLOOD = 20;
+      const statuses = Array.from({ length: FLOOD }, (_, i) => (i === FLOOD - 1 ? 'Faulted' : i % 2 ? 'Occupied' : 'Available'));
+      // Written by hand: the library's client would wait for each answer before the next call.
+      const answers = new Map<string, unknown>();
+      abuser.on('message', ({ message, outbound }: { message: string; outbound: boolean }) => {
+        const [type, id, payload] = JSON.parse(message) as [number, string, unknown];
+        if (!outbound && id.startsWith('flood-')) answers.set(id, type === 3 ? payload : `CALLERROR ${String(payload)}`);
+      });
+      statuses.forEach((connectorStatus, i) =>
+        abuser.sendRaw(JSON.stringify([2, `flood-${i}`, 'StatusNotification', { timestamp: new Date().toISOString(), connectorStatus, evseId: 1, connectorId: 1 }])),
+      );
+      await waitForLockWaiters(watcher, 1);
+
+      expect(await bystander.call('BootNotification', { reason: 'PowerUp', chargingStation: { vendorName: 'V', model: 'M' } })).toMatchObject({ status: 'Accepted' });
+      expect((await readAsset(small, b.id)).statusCode).toBe(200);
+      expect((await small.app.inject({ url: '/readyz' })).statusCode).toBe(200);
+
+      await holder.query('rollback');
+      await vi.waitFor(() => expect(answers.size).toBe(FLOOD), { timeout: 15_000, interval: 20 });
+      expect([...answers.values()]).toEqual(Array(FLOOD).fill({}));
+      const { rows } = await watcher.query<{ statuses: Record<string, { status: string }> }>(
+        'select connector_statuses as statuses from station_connections where asset_id = $1',
+        [a.id],
+      );
+      expect(rows[0]!.statuses['1/1']!.status).toBe('Faulted');
+    } finally {
+      await holder.query('rollback').catch(() => undefined);
+      await holder.end();
+      await watcher.end();
+    }
+  });
+});
