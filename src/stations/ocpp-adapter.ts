@@ -156,7 +156,15 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
       protocol: client.protocol || undefined,
       session: client.session as S,
       handle(method, handler) {
-        client.handle(method, ({ params }: { params: unknown }) => inTurn(() => handler(params)));
+        client.handle(method, ({ params }: { params: unknown }) =>
+          inTurn(() => handler(params)).catch((error: unknown) => {
+            if (error instanceof OcppCallError) throw createRPCError(error.code, error.message);
+            // The library would send the error's own message, a failed query's text with its
+            // parameters: the log gets it, the station only that its call failed.
+            options.onError(error);
+            throw createRPCError('InternalError', `${method} could not be handled`);
+          }),
+        );
       },
       async call(method, params, timeoutMs) {
         try {

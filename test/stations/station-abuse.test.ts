@@ -394,6 +394,31 @@ onServer?.('a database that answers slowly during a login storm (PostgreSQL)', (
       await watcher.end();
     }
   });
+
+  it('a call whose write fails past the statement timeout gets a bare InternalError: the failed query stays in the log (PostgreSQL)', async () => {
+    const s = await provisionStation(slow);
+    const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] }, slowEndpoint);
+    const holder = await otherSession(slow.database);
+    try {
+      await holder.query('begin');
+      await holder.query('select asset_id from station_connections where asset_id = $1 for update', [s.id]);
+      const boot = { reason: 'PowerUp', chargingStation: { vendorName: 'Vendor-in-the-query', model: 'M' } };
+      const error = (await client.call('BootNotification', boot).then(
+        () => {
+          throw new Error('the boot was answered');
+        },
+        (e: unknown) => e,
+      )) as { rpcErrorCode?: string; message?: string; details?: unknown };
+      expect(error).toMatchObject({ rpcErrorCode: 'InternalError', message: 'BootNotification could not be handled', details: {} });
+      await holder.query('rollback');
+      expect(slow.logLines().some((l) => l.includes('station endpoint error') && l.includes('57014'))).toBe(true);
+      // The socket carries on.
+      expect(await client.call('BootNotification', boot)).toMatchObject({ status: 'Accepted' });
+    } finally {
+      await holder.query('rollback').catch(() => undefined);
+      await holder.end();
+    }
+  });
 });
 
 onServer?.('a station that floods while its row is locked (PostgreSQL)', () => {
