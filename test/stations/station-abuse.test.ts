@@ -133,13 +133,7 @@ describe('crowds of refused stations retrying together', () => {
     // the storm at its largest whatever the speed of the machine.
     const releases: Array<() => void> = [];
     const held = Array.from({ length: passwordHashQueue.concurrency }, () => passwordHashQueue(() => new Promise<void>((r) => releases.push(r))));
-    let refused = 0;
-    const crowd = Array.from({ length: CROWD }, () =>
-      refusedWith(station({ identity: s.id, password: 'Wrong:Supplied-pass-01', protocols: ['ocpp2.0.1'] })).then((code) => {
-        refused += 1;
-        return code;
-      }),
-    );
+    const crowd = Array.from({ length: CROWD }, () => refusedWith(station({ identity: s.id, password: 'Wrong:Supplied-pass-01', protocols: ['ocpp2.0.1'] })));
     await vi.waitFor(() => expect(stationLoginQueue.pendingCount).toBe(CROWD - HASH_CONCURRENCY), { timeout: 20_000, interval: 20 });
 
     // How much of the crowd was still waiting when each API answer arrived.
@@ -169,7 +163,6 @@ describe('crowds of refused stations retrying together', () => {
     expect(await Promise.all(reads)).toEqual([200, 200, 200, 200]);
     for (const [name, waiting] of Object.entries(waitingAtAnswer)) expect(waiting, name).toBeGreaterThan(0);
     expect(tally(await Promise.all(crowd))).toEqual({ 401: CROWD });
-    expect(refused).toBe(CROWD);
     // One hash per attempt, plus the password change's.
     expect(scryptRuns.started).toBe(CROWD + 1);
     expect(scryptRuns.maxRunning).toBeLessThanOrEqual(HASH_CONCURRENCY);
