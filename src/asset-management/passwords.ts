@@ -201,13 +201,16 @@ export function stationPasswordText(version: OcppVersion, raw: Buffer): string |
 
 // A station login: one hash run, except for a 1.6 key stored by the plain `scrypt` scheme before
 // hex text was normalised, which may carry upper case: that is tried too (and is the only case
-// with two runs, for assets whose key nobody has changed since).
-export async function verifyStationPassword(version: OcppVersion, raw: Buffer, encoded: string): Promise<boolean> {
+// with two runs, for assets whose key nobody has changed since). A login whose station hung up
+// while it waited (`abandoned`) is not hashed when its turn comes: stations that give up and retry
+// would otherwise pay for every attempt they walked away from, and the queue outgrow the hashing.
+export async function verifyStationPassword(version: OcppVersion, raw: Buffer, encoded: string, abandoned: () => boolean = () => false): Promise<boolean> {
   const text = stationPasswordText(version, raw);
   const scheme = passwordScheme(encoded);
   if (text === null || scheme === null) return false;
   if (scheme === 'hmac-sha256') return verifyPassword(text, encoded);
   return stationLoginQueue(async () => {
+    if (abandoned()) return false;
     if (await verifyPassword(text, encoded)) return true;
     const upper = text.toUpperCase();
     return version === '1.6' && scheme === 'scrypt' && upper !== text && verifyPassword(upper, encoded);

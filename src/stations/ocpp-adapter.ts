@@ -140,12 +140,31 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
   });
 
   server.on('client', (client: ServerSideClient) => {
+    // A station's calls are handled one at a time, in the order they came (OCPP-J lets a station
+    // have one CALL outstanding). The library would run them all at once, so a station that sends
+    // a burst without waiting took a pooled database connection per call: every connection, with
+    // the API and the other stations waiting behind it. In order also means the last
+    // StatusNotification sent is the one stored.
+    let previous: Promise<unknown> = Promise.resolve();
+    const inTurn = (run: () => unknown): Promise<unknown> => {
+      const result = previous.then(run);
+      previous = result.catch(() => undefined);
+      return result;
+    };
     const socket: StationSocket<S> = {
       identity: client.identity,
       protocol: client.protocol || undefined,
       session: client.session as S,
       handle(method, handler) {
-        client.handle(method, ({ params }: { params: unknown }) => handler(params));
+        client.handle(method, ({ params }: { params: unknown }) =>
+          inTurn(() => handler(params)).catch((error: unknown) => {
+            if (error instanceof OcppCallError) throw createRPCError(error.code, error.message);
+            // The library would send the error's own message, a failed query's text with its
+            // parameters: the log gets it, the station only that its call failed.
+            options.onError(error);
+            throw createRPCError('InternalError', `${method} could not be handled`);
+          }),
+        );
       },
       async call(method, params, timeoutMs) {
         try {

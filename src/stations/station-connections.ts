@@ -93,18 +93,18 @@ export function createStationConnections(options: StationConnectionsOptions): St
     if (credentials.kind === 'malformed') return refuse(identity, 401, 'malformed Authorization header');
     if (credentials.kind === 'other-user') return refuse(identity, 401, 'username is not the identity');
     if (asset.passwordHash === null) return refuse(identity, 401, 'asset has no password');
-    // At most one hash per attempt, through the bounded queue when it is scrypt (contract §9).
-    if (!(await verifyStationPassword(asset.ocppVersion, credentials.password, asset.passwordHash))) {
-      return refuse(identity, 401, 'wrong password');
-    }
+    // At most one hash per attempt, through the bounded queue when it is scrypt (contract §9); none
+    // for a station that hung up before its turn.
+    const hungUp = () => request.socket.destroyed;
+    const verified = await verifyStationPassword(asset.ocppVersion, credentials.password, asset.passwordHash, hungUp);
+    if (hungUp()) return refuse(identity, 401, 'hung up before the login completed');
+    if (!verified) return refuse(identity, 401, 'wrong password');
     const protocol = PROTOCOL[asset.ocppVersion];
     if (!upgrade.offeredProtocols.has(protocol)) {
       log.info({ station: identity, protocol }, 'station did not offer its subprotocol; closing');
       return { accept: true, protocol, session: { epoch: null } };
     }
     if (closing) return refuse(identity, 503, 'shutting down');
-    // A station that hung up while its password waited in the queue is never recorded as connected.
-    if (request.socket.destroyed) return refuse(identity, 401, 'hung up before the login completed');
     const epoch = await claimStation(db, { assetId: identity, replicaId, protocol });
     const claimedAt = Date.now();
     // Whatever ends this TCP connection, before or after the WebSocket opened, releases the claim
