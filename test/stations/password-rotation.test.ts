@@ -259,7 +259,7 @@ describe('never logged in', () => {
   });
 });
 
-describe('across replicas in one process (PGlite: the in-process path)', () => {
+describe('two apps on one database (PGlite: in-process; PostgreSQL: LISTEN/NOTIFY)', () => {
   it('the station on one app, the change through the other: the answer comes back', async () => {
     const other = await siblingApp(t, { OCPP_MIN_SECURITY_PROFILE: '1', OCPP_CALL_TIMEOUT_SECONDS: '1' });
     try {
