@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, isNotNull, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, isNotNull, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
 import type { NetworkScope } from '../network-scope.js';
@@ -94,8 +94,8 @@ export async function updateAssetPassword(
 }
 
 // The new credential goes into the pending slot, and the rotation is IN_FLIGHT until its deadline.
-export async function claimRotation(db: Executor, claim: { id: string; pendingPasswordHash: string; rotationId: string; deadlineMs: number }): Promise<void> {
-  await db
+export async function claimRotation(db: Executor, claim: { id: string; pendingPasswordHash: string; rotationId: string; deadlineMs: number }): Promise<Date> {
+  const [row] = await db
     .update(assets)
     .set({
       pendingPasswordHash: claim.pendingPasswordHash,
@@ -106,7 +106,9 @@ export async function claimRotation(db: Executor, claim: { id: string; pendingPa
       rotationResolvedAt: null,
       staleLoginAt: null,
     })
-    .where(eq(assets.id, claim.id));
+    .where(eq(assets.id, claim.id))
+    .returning({ requestedAt: assets.rotationRequestedAt });
+  return row!.requestedAt!;
 }
 
 function ofRotation(id: string, rotationId: string) {
@@ -151,7 +153,7 @@ export async function markStaleLogin(db: Executor, id: string): Promise<void> {
 
 export async function insertPasswordChange(
   db: Executor,
-  audit: { id: string; assetId: string; network: string; actorClientId: string; generated: boolean; changedAt: Date | SQL; outcome: RotationOutcome | null },
+  audit: { id: string; assetId: string; network: string; actorClientId: string; generated: boolean; changedAt: Date; outcome: RotationOutcome | null },
 ): Promise<void> {
   await db.insert(assetPasswordChanges).values(audit);
 }

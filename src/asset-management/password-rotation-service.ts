@@ -131,8 +131,8 @@ export async function changeAssetPassword(
       await insertPasswordChange(tx, { ...audit, changedAt: updated.passwordChangedAt, outcome: decision.outcome });
       return { stored: updated.passwordChangedAt };
     }
-    await claimRotation(tx, { id: asset.id, pendingPasswordHash: passwordHash, rotationId, deadlineMs: callTimeoutMs + DEADLINE_GRACE_MS });
-    await insertPasswordChange(tx, { ...audit, changedAt: new Date(), outcome: null });
+    const requestedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash: passwordHash, rotationId, deadlineMs: callTimeoutMs + DEADLINE_GRACE_MS });
+    await insertPasswordChange(tx, { ...audit, changedAt: requestedAt, outcome: null });
     return { stored: null };
   });
   if (claimed.stored) return { status: 200, data: { id: asset.id, passwordChangedAt: claimed.stored.toISOString(), ...shown } };

@@ -273,3 +273,29 @@ describe('two apps on one database (PGlite: in-process; PostgreSQL: LISTEN/NOTIF
     }
   });
 });
+
+describe('OpenAPI', () => {
+  it('describes the 200, 202 and 409 answers of change-password, with examples, and the force field', async () => {
+    const doc = (await t.app.inject({ url: '/openapi.json' })).json();
+    const operation = doc.paths['/asset-management/v1/assets/change-password'].post;
+    const schemaOf = (status: string) => operation.responses[status].content['application/json'].schema;
+    expect(operation.requestBody.content['application/json'].schema.properties.force).toMatchObject({ type: 'boolean' });
+    expect(schemaOf('200').properties.data.examples).toEqual([expect.objectContaining({ passwordChangedAt: expect.any(String) })]);
+    expect(schemaOf('202').properties.data.properties.status).toMatchObject({ enum: ['UNCONFIRMED'] });
+    expect(schemaOf('202').properties.data.examples).toEqual([{ id: 'CP-1', status: 'UNCONFIRMED' }]);
+    const conflicts = Object.values(operation.responses['409'].content['application/json'].examples) as Array<{ value: { code: string } }>;
+    expect(conflicts.map((e) => e.value.code)).toEqual(['STATION_REJECTED', 'STATION_OFFLINE', 'PASSWORD_CHANGE_IN_PROGRESS']);
+    const asset = doc.paths['/asset-management/v1/assets/{id}'].get.responses['200'].content['application/json'].schema.properties.data;
+    expect(Object.keys(asset.properties.rotation.anyOf[0].properties)).toEqual(['id', 'state', 'requestedAt', 'resolvedAt', 'staleLoginAt']);
+  });
+});
+
+describe('the command itself', () => {
+  it('is never sent past its deadline', async () => {
+    const s = await stationAnswering('2.0.1', (params) => answer('2.0.1', 'Accepted', params));
+    expect(await t.app.stations.sendPasswordChange({ assetId: s.id, password: 'Never:sent-password-1', deadline: Date.now() - 1 })).toEqual({ kind: 'notSent' });
+    // The station answers calls in order: a Heartbeat round trip after it shows nothing came first.
+    await s.client.call('Heartbeat', {});
+    expect(s.received).toEqual([]);
+  });
+});
