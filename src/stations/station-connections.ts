@@ -21,6 +21,7 @@ import {
   findStationHolder,
   findStationLogin,
   recordBoot,
+  type StationLoginRow,
   recordConnectorStatus,
   releaseStation,
   renewReplicaLease,
@@ -75,6 +76,42 @@ function text(value: unknown): string | null {
   return typeof value === 'string' ? value : null;
 }
 
+// Which credential slot a station's password matches, with what a login does to the rotation: an
+// unconfirmed one ends with the credential used (rotation.ts). 'replaced' is the credential the
+// latest switch retired: refused (A01.FR.03), and reported.
+export async function checkStationCredential(
+  db: Db,
+  asset: StationLoginRow,
+  password: Buffer,
+  report: { log: FastifyBaseLogger; onReplacedLogin?: (() => void) | undefined },
+): Promise<Slot | 'replaced' | null> {
+  if (asset.passwordHash === null) return null;
+  // One hash per slot tried, through the bounded queue when it is scrypt (contract §9): one
+  // slot, or two while a rotation is open.
+  let matched: Slot | undefined;
+  for (const slot of loginSlots(asset.rotationState)) {
+    const hash = slot === 'active' ? asset.passwordHash : asset.pendingPasswordHash;
+    if (hash !== null && (await verifyStationPassword(asset.ocppVersion, password, hash))) {
+      matched = slot;
+      break;
+    }
+  }
+  if (!matched) {
+    const replaced = asset.replacedPasswordHash;
+    if (!reportsReplacedLogin(asset.rotationState) || replaced === null || !(await verifyStationPassword(asset.ocppVersion, password, replaced))) return null;
+    // The station most likely acknowledged the change and kept the old password: loud, so an
+    // operator can configure the station or force a change.
+    report.log.warn({ station: asset.id, rotation: asset.rotationId }, 'station keeps using the password its latest rotation replaced; refused');
+    report.onReplacedLogin?.();
+    await recordReplacedLogin(db, asset.id).catch((error: unknown) =>
+      report.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'),
+    );
+    return 'replaced';
+  }
+  if (afterLogin(asset.rotationState, asset.deadlinePassed, matched) !== null) await recordStationLogin(db, asset.id, matched);
+  return matched;
+}
+
 export function createStationConnections(options: StationConnectionsOptions): StationConnections {
   const { db, log } = options;
   // Made at start, in memory only: replicas sharing a DATA_DIR must not share it.
@@ -117,30 +154,9 @@ export function createStationConnections(options: StationConnectionsOptions): St
     if (credentials.kind === 'malformed') return refuse(identity, 401, 'malformed Authorization header');
     if (credentials.kind === 'other-user') return refuse(identity, 401, 'username is not the identity');
     if (asset.passwordHash === null) return refuse(identity, 401, 'asset has no password');
-    // One hash per slot tried, through the bounded queue when it is scrypt (contract §9): one
-    // slot, or two while a rotation is open.
-    let matched: Slot | undefined;
-    for (const slot of loginSlots(asset.rotationState)) {
-      const hash = slot === 'active' ? asset.passwordHash : asset.pendingPasswordHash;
-      if (hash !== null && (await verifyStationPassword(asset.ocppVersion, credentials.password, hash))) {
-        matched = slot;
-        break;
-      }
-    }
-    if (!matched) {
-      const replaced = asset.replacedPasswordHash;
-      if (reportsReplacedLogin(asset.rotationState) && replaced !== null && (await verifyStationPassword(asset.ocppVersion, credentials.password, replaced))) {
-        // A01.FR.03 refuses it; the station most likely acknowledged the change and kept the old
-        // password. Loud, so an operator can configure the station or force a change.
-        log.warn({ station: identity, rotation: asset.rotationId }, 'station keeps using the password its latest rotation replaced; refused');
-        options.onReplacedLogin?.();
-        await recordReplacedLogin(db, identity).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'));
-        return refuse(identity, 401, 'password replaced by the latest rotation');
-      }
-      return refuse(identity, 401, 'wrong password');
-    }
-    // A login ends an unconfirmed rotation: the credential used becomes the only one.
-    if (afterLogin(asset.rotationState, asset.deadlinePassed, matched) !== null) await recordStationLogin(db, identity, matched);
+    const matched = await checkStationCredential(db, asset, credentials.password, { log, onReplacedLogin: options.onReplacedLogin });
+    if (matched === 'replaced') return refuse(identity, 401, 'password replaced by the latest rotation');
+    if (matched === null) return refuse(identity, 401, 'wrong password');
     const protocol = PROTOCOL[asset.ocppVersion];
     if (!upgrade.offeredProtocols.has(protocol)) {
       log.info({ station: identity, protocol }, 'station did not offer its subprotocol; closing');
