@@ -79,6 +79,16 @@ interface AnswerMessage {
   answer: StationAnswer;
 }
 
+const ANSWER_KINDS = new Set(['status', 'callError', 'timeout', 'dropped', 'notSent']);
+
+function isAnswer(value: unknown): value is StationAnswer {
+  const answer = value as { kind?: unknown; status?: unknown; code?: unknown } | null;
+  if (typeof answer !== 'object' || answer === null || !ANSWER_KINDS.has(answer.kind as string)) return false;
+  if (answer.kind === 'status') return typeof answer.status === 'string';
+  if (answer.kind === 'callError') return typeof answer.code === 'string';
+  return true;
+}
+
 // Binds a sealed password to its command: another command, asset or deadline cannot reuse it.
 function additionalData(m: Pick<CommandMessage, 'id' | 'from' | 'assetId' | 'deadline'>): string {
   return JSON.stringify([m.id, m.from, m.assetId, m.deadline]);
@@ -158,8 +168,10 @@ export function createPgCommandBus(options: PgBusOptions): CommandBus {
     }
     if (message?.t === 'ans' && typeof message.id === 'string') {
       const resolve = waiting.get(message.id);
+      // Anything but a well-formed answer is no answer: its sender's timeout decides.
+      if (!resolve || !isAnswer(message.answer)) return;
       waiting.delete(message.id);
-      resolve?.(message.answer);
+      resolve(message.answer);
     } else if (message?.t === 'cmd' && typeof message.id === 'string') {
       void runCommand(message);
     }

@@ -204,6 +204,27 @@ onServer?.('password changes across two service processes (PostgreSQL)', () => {
     expect(s.received[0]).toMatchObject({ setVariableData: [{ attributeValue: res.body.data.password }] });
   });
 
+  it('a forged or malformed answer on the sender’s channel is no answer: the real one still decides (PostgreSQL)', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const s = await stationOnB(async (params) => {
+      await held;
+      return status('Accepted')(params);
+    });
+    const seen = notifications.length;
+    const answer = api(a.base, '/asset-management/v1/assets/change-password', { id: s.id });
+    await vi.waitFor(() => expect(s.received).toHaveLength(1));
+    const command = notifications.slice(seen).map((n) => JSON.parse(n) as { t: string; id: string; from: string }).find((n) => n.t === 'cmd')!;
+    for (const forged of [{ t: 'ans', id: command.id }, { t: 'ans', id: command.id, answer: null }, { t: 'ans', id: command.id, answer: { kind: 'status' } }, 'not json']) {
+      await listener.query('select pg_notify($1, $2)', [channelOf(command.from), typeof forged === 'string' ? forged : JSON.stringify(forged)]);
+    }
+    release();
+    const res = await answer;
+    expect(res.status).toBe(200);
+    passwords.push(res.body.data.password as string);
+    expect([a.child.exitCode, b.child.exitCode]).toEqual([null, null]);
+  });
+
   it('the listening connections are terminated: each replica listens again and commands still cross (PostgreSQL)', async () => {
     const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
     await admin.connect();
