@@ -6,6 +6,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
+import { RPCClient } from 'ocpp-rpc';
 import { generatePassword, hashAssetPassword, hashGeneratedPassword } from '../src/asset-management/passwords.js';
 import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments, sessionOf } from './database.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -18,6 +19,7 @@ interface StationsOptions {
   stormScrypt: number;
   durationSeconds: number;
   heartbeatSeconds: number;
+  rotations: number;
   build: boolean;
   out: string;
 }
@@ -34,6 +36,7 @@ function parse(argv: string[]): StationsOptions {
     stormScrypt: value('--storm-scrypt', quick ? 50 : 2000),
     durationSeconds: value('--duration', quick ? 5 : 10),
     heartbeatSeconds: value('--heartbeat', 5),
+    rotations: value('--rotations', quick ? 200 : 1000),
     build: !argv.includes('--no-build'),
     out: join(BENCH_DIR, 'results', quick ? 'stations-quick.json' : 'stations-latest.json'),
   };
@@ -87,6 +90,47 @@ function startStations(name: string, port: number, stations: Array<[string, stri
   return { child, ready };
 }
 
+interface RotationFigures {
+  count: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+// Password rotations of one connected station, one after another: API call → SetVariables →
+// the station's Accepted → 200. The station answers at once, so this is the service's own cost.
+async function rotationRoundTrips(apiBase: string, stationEndpoint: string, token: string, station: [string, string], count: number): Promise<RotationFigures> {
+  const [id, password] = station;
+  const client = new RPCClient({ endpoint: stationEndpoint, identity: id, password, protocols: ['ocpp2.0.1'], strictMode: false, reconnect: false } as never) as unknown as {
+    connect(): Promise<unknown>;
+    handle(method: string, handler: (call: { params: { setVariableData: Array<{ component: unknown; variable: unknown }> } }) => unknown): void;
+    close(o: object): Promise<unknown>;
+  };
+  client.handle('SetVariables', ({ params }) => ({
+    setVariableResult: [{ attributeStatus: 'Accepted', component: params.setVariableData[0]!.component, variable: params.setVariableData[0]!.variable }],
+  }));
+  await client.connect();
+  const times: number[] = [];
+  try {
+    // The first few warm up the routes and the statements.
+    for (let i = 0; i < count + 10; i++) {
+      const started = performance.now();
+      const res = await fetch(`${apiBase}/asset-management/v1/assets/change-password`, {
+        method: 'POST',
+        headers: { authorization: token, 'content-type': 'application/json' },
+        body: JSON.stringify({ id }),
+      });
+      await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`rotation answered ${res.status}`);
+      if (i >= 10) times.push(performance.now() - started);
+    }
+  } finally {
+    await client.close({ force: true });
+  }
+  times.sort((a, b) => a - b);
+  const pct = (q: number) => times[Math.min(times.length - 1, Math.max(0, Math.ceil(q * times.length) - 1))]!;
+  return { count, p50Ms: pct(0.5), p99Ms: pct(0.99) };
+}
+
 async function main(): Promise<void> {
   const options = parse(process.argv.slice(2));
   log(`stations benchmark, ${new Date().toISOString()}: ${options.held} held, storms of ${options.storm} (HMAC) and ${options.stormScrypt} (scrypt), ${os.availableParallelism()} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
@@ -105,6 +149,7 @@ async function main(): Promise<void> {
     const held = await insertStations(database, 'CP-held', options.held, 'generated');
     const storm = await insertStations(database, 'CP-storm', options.storm, 'generated');
     const stormScrypt = await insertStations(database, 'CP-scrypt', options.stormScrypt, 'scrypt');
+    const rotating = await insertStations(database, 'CP-rotate', 2, 'generated');
     await database.close();
 
     const port = await freePort();
@@ -158,6 +203,26 @@ async function main(): Promise<void> {
     const perConnectionKiB = ((rssHeld - rssBefore) * 1024) / (heldReady.accepted as number);
     await list(3);
     const withHeld = await list(options.durationSeconds);
+
+    // Password rotations while the held stations stay connected: on one replica, and (PostgreSQL)
+    // with the station on a second replica and the API call through the first.
+    const base = `http://${LOOPBACK}:${port}`;
+    const rotation: Record<string, RotationFigures> = {};
+    rotation.oneReplica = await rotationRoundTrips(base, `ws://${LOOPBACK}:${port}/ocpp`, token, rotating[0]!, options.rotations);
+    log(`  rotation round trip, one replica, ${heldReady.accepted} stations held: p50 ${rotation.oneReplica.p50Ms.toFixed(1)} ms  p99 ${rotation.oneReplica.p99Ms.toFixed(1)} ms (target p50 <= 20 ms)`);
+    if (target.kind === 'postgres') {
+      const secondPort = await freePort();
+      const second = startChild('service-b', process.execPath, ['dist/server.js'], {
+        cwd: ROOT_DIR,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', LOG_LEVEL: 'warn', HOST: LOOPBACK, PORT: String(secondPort), RATE_LIMIT_MAX: '0', OCPP_MIN_SECURITY_PROFILE: '1', DATABASE_URL: target.url },
+        logFile: join(dir, 'service-b.log'),
+      });
+      await waitForHttp(second, `http://${LOOPBACK}:${secondPort}/healthz`, 60_000, 200);
+      rotation.twoReplicas = await rotationRoundTrips(base, `ws://${LOOPBACK}:${secondPort}/ocpp`, token, rotating[1]!, options.rotations);
+      log(`  rotation round trip, station on the other replica: p50 ${rotation.twoReplicas.p50Ms.toFixed(1)} ms  p99 ${rotation.twoReplicas.p99Ms.toFixed(1)} ms (target p50 <= 50 ms)`);
+      await stopChild(second);
+    }
+    results.rotation = rotation;
     await stopChild(heldRun.child);
     await sleep(3000);
     // The same list once the stations are gone (the comparison's baseline, warmed up the same way).

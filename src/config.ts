@@ -49,6 +49,8 @@ const envSchema = z.object({
   OCPP_PING_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(30).default(30),
   // A replica that dies reads disconnected once its lease runs out (contract §8.3: within 60 s).
   OCPP_LEASE_SECONDS: z.coerce.number().int().min(1).max(60).default(30),
+  // How long a password change waits for the station's answer (contract §8.2); any value ≥ 1.
+  OCPP_CALL_TIMEOUT_SECONDS: z.coerce.number().int().min(1).default(30),
   OCPP_TLS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   OCPP_TLS_CERT_FILE: z.string().min(1).optional(),
   OCPP_TLS_KEY_FILE: z.string().min(1).optional(),
@@ -113,6 +115,8 @@ const configSchema = envSchema.transform((e, ctx) => {
       heartbeatIntervalSeconds: e.OCPP_HEARTBEAT_INTERVAL_SECONDS,
       pingIntervalSeconds: e.OCPP_PING_INTERVAL_SECONDS,
       leaseSeconds: e.OCPP_LEASE_SECONDS,
+      // Timers fire at once beyond 2^31-1 ms (about 24.8 days): longer settings wait that long.
+      callTimeoutMs: Math.min(e.OCPP_CALL_TIMEOUT_SECONDS * 1000, 2 ** 31 - 1),
       tls:
         e.OCPP_TLS_PORT !== undefined ? { port: e.OCPP_TLS_PORT, certFile: e.OCPP_TLS_CERT_FILE!, keyFile: e.OCPP_TLS_KEY_FILE! } : undefined,
     },

@@ -5,7 +5,9 @@ import { renderAssetManagementError } from '../plugins/error-handler.js';
 import {
   assetOutput,
   changePasswordBody,
+  changePasswordConflict,
   changePasswordOutput,
+  changePasswordUnconfirmedOutput,
   chargingStationModelOutput,
   createAssetBody,
   createChargingStationModelBody,
@@ -18,7 +20,8 @@ import {
   messageBody,
   page,
 } from './asset-management-schemas.js';
-import { changeAssetPassword, createAsset, getAsset, listAssetsPage } from './assets-service.js';
+import { createAsset, getAsset, listAssetsPage } from './assets-service.js';
+import { changeAssetPassword } from './password-rotation-service.js';
 import type { ScryptParams } from './passwords.js';
 import { archiveModel, createChargingStationModel, getChargingStationModel, listModels } from './charging-station-models-service.js';
 
@@ -164,15 +167,25 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       schema: {
         tags,
         summary: 'Change the password of an asset; omit password to have one generated (shown once)',
+        description:
+          'A station that has logged in before gets the password over OCPP, and it is stored only when the station accepts it (200); an unknown outcome is a 202 with both passwords accepted until the station logs in with one.',
         body: changePasswordBody,
-        response: { 200: envelope(changePasswordOutput), ...errors, 404: errorBody, 409: errorBody },
+        response: {
+          200: envelope(changePasswordOutput),
+          202: envelope(changePasswordUnconfirmedOutput),
+          ...errors,
+          404: errorBody,
+          409: changePasswordConflict,
+        },
       },
     },
     async (request, reply) => {
-      const result = await changeAssetPassword(db, { scryptParams: options.scryptParams }, request.principal, request.body);
+      // Read when the request comes: the stations plugin is registered after these routes.
+      const deps = { scryptParams: options.scryptParams, stations: app.stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
+      const result = await changeAssetPassword(db, deps, request.principal, request.body);
       // The answer may carry a generated secret: no cache may keep it.
       reply.header('cache-control', 'no-store');
-      return { data: result };
+      return result.status === 200 ? reply.code(200).send({ data: result.data }) : reply.code(202).send({ data: result.data });
     },
   );
 }

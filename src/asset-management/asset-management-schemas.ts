@@ -3,6 +3,7 @@ import { identifierSchema, nameSchema } from '../identifier-schemas.js';
 import { LISTED_ID } from '../identifiers.js';
 import { CONNECTION_TYPES, CONNECTOR_FORMATS, OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from './asset-management-tables.js';
 import { stationOutput } from '../stations/station-schemas.js';
+import { ROTATION_STATES } from './rotation.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
 // Every object is strict: a misspelt optional field must be a 400, never silently ignored.
 
@@ -154,6 +155,22 @@ export const createAssetBody = z
 
 export type CreateAssetInput = z.output<typeof createAssetBody>;
 
+export const rotationOutput = z
+  .object({
+    id: z.string().describe('the change (its audit record)'),
+    state: z
+      .enum(ROTATION_STATES)
+      .describe(
+        'IN_FLIGHT: sent, answer awaited; UNCONFIRMED: outcome unknown, both passwords accepted until the station logs in with one; ACCEPTED, REJECTED: the station answered; CONFIRMED, DISCARDED: an UNCONFIRMED change ended by a login with the new or the old password; FORCED, PROVISIONED: stored at once',
+      ),
+    requestedAt: dateTime,
+    resolvedAt: dateTime.nullable().describe('null while IN_FLIGHT or UNCONFIRMED'),
+    staleLoginAt: dateTime
+      .nullable()
+      .describe('after a switch: when the station last tried the password it replaced (and was refused); null if it never did'),
+  })
+  .describe('the latest password change; null before the first');
+
 export const assetOutput = z.object({
   id: z.string(),
   network: z.string(),
@@ -165,6 +182,7 @@ export const assetOutput = z.object({
   createdAt: dateTime,
   updatedAt: dateTime,
   station: stationOutput.nullable(),
+  rotation: rotationOutput.nullable(),
 });
 
 export type Asset = z.output<typeof assetOutput>;
@@ -174,19 +192,41 @@ export const changePasswordBody = z
     id: idSchema,
     // Only the type here: the rule depends on the asset's OCPP version, checked by the service.
     password: z.string().optional().describe('omit to have a random password generated'),
+    force: z
+      .boolean()
+      .optional()
+      .describe('default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand)'),
   })
   .strict();
 
-export const changePasswordOutput = z.object({
-  id: z.string(),
-  passwordChangedAt: dateTime,
-  password: z.string().optional().describe('present only when the service generated the password'),
-});
+const shownOnce = z.string().optional().describe('present only when the service generated the password');
+
+export const changePasswordOutput = z
+  .object({ id: z.string(), passwordChangedAt: dateTime, password: shownOnce })
+  .describe('stored: never logged in, forced, or the station answered Accepted')
+  .meta({ examples: [{ id: 'CP-1', passwordChangedAt: '2026-11-25T10:00:00.000Z' }] });
+
+export const changePasswordUnconfirmedOutput = z
+  .object({ id: z.string(), status: z.literal('UNCONFIRMED'), password: shownOnce })
+  .describe('no answer in time, the connection dropped, or RebootRequired: both passwords work until the station logs in with one')
+  .meta({ examples: [{ id: 'CP-1', status: 'UNCONFIRMED' }] });
 
 export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.object({ items: z.array(item), hasMore: z.boolean() }) });
 
 export const envelope = <T extends z.ZodType>(item: T) => z.object({ data: item });
 
 export const errorBody = z.object({ type: z.string(), code: z.string(), message: z.string() });
+
+export const changePasswordConflict = errorBody
+  .describe(
+    'CONFLICT with code STATION_REJECTED (the station refused: nothing changed), STATION_OFFLINE (logged in before, not connected now; force: true stores anyway), PASSWORD_CHANGE_IN_PROGRESS, or CONFLICTING_SECURITY_PROFILE_STATE (profile 3)',
+  )
+  .meta({
+    examples: [
+      { type: 'CONFLICT', code: 'STATION_REJECTED', message: 'The station of asset CP-1 refused the new password: the station answered Rejected; nothing changed' },
+      { type: 'CONFLICT', code: 'STATION_OFFLINE', message: 'The station of asset CP-1 is not connected, so it cannot take the new password; nothing changed' },
+      { type: 'CONFLICT', code: 'PASSWORD_CHANGE_IN_PROGRESS', message: 'A password change of asset CP-1 is waiting for its station' },
+    ],
+  });
 
 export const messageBody = z.object({ message: z.string() });

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { boolean, check, foreignKey, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { isOneOf } from '../db/checks.js';
+import { OPEN_STATES, ROTATION_OUTCOMES, ROTATION_RESOLUTIONS, ROTATION_STATES } from './rotation.js';
 
 // The one list of each: the column types, their CHECK constraints, the Zod enums and the rules
 // (passwords.ts) derive from these.
@@ -100,6 +101,21 @@ export const assets = pgTable(
     securityProfile: integer('security_profile').$type<SecurityProfile>().notNull(),
     passwordHash: text('password_hash'),
     passwordChangedAt: timestamp('password_changed_at', { withTimezone: true, precision: 3 }),
+    // The second credential slot (rotation.ts): accepted only while the latest rotation is open.
+    pendingPasswordHash: text('pending_password_hash'),
+    // The credential the last switch retired: never accepted, only recognised, so a station that
+    // keeps trying it is reported.
+    replacedPasswordHash: text('replaced_password_hash'),
+    // The latest change (its audit row's id) and where it stands.
+    rotationId: text('rotation_id'),
+    rotationState: text('rotation_state', { enum: ROTATION_STATES }),
+    rotationRequestedAt: timestamp('rotation_requested_at', { withTimezone: true, precision: 3 }),
+    // While IN_FLIGHT: past it, the replica waiting for the answer is gone and the rotation reads
+    // as UNCONFIRMED.
+    rotationDeadline: timestamp('rotation_deadline', { withTimezone: true, precision: 3 }),
+    rotationResolvedAt: timestamp('rotation_resolved_at', { withTimezone: true, precision: 3 }),
+    // When the station last tried the credential the latest switch retired.
+    staleLoginAt: timestamp('stale_login_at', { withTimezone: true, precision: 3 }),
     createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
   },
@@ -112,6 +128,9 @@ export const assets = pgTable(
       sql`${t.securityProfile} BETWEEN ${sql.raw(String(Math.min(...SECURITY_PROFILES)))} AND ${sql.raw(String(Math.max(...SECURITY_PROFILES)))}`,
     ),
     check('assets_password_pair', sql`(${t.passwordHash} IS NULL) = (${t.passwordChangedAt} IS NULL)`),
+    check('assets_rotation_state_enum', isOneOf(t.rotationState, ROTATION_STATES)),
+    // Two accepted credentials only while a rotation is open, never otherwise.
+    check('assets_pending_only_open', sql`${t.pendingPasswordHash} IS NULL OR (${t.rotationState} IS NOT NULL AND ${isOneOf(t.rotationState, OPEN_STATES)})`),
   ],
 );
 
@@ -124,8 +143,15 @@ export const assetPasswordChanges = pgTable(
     actorClientId: text('actor_client_id').notNull(),
     generated: boolean('generated').notNull(),
     changedAt: timestamp('changed_at', { withTimezone: true, precision: 3 }).notNull(),
+    // null while the command is in flight; rows written before rotations existed have none.
+    outcome: text('outcome', { enum: ROTATION_OUTCOMES }),
+    // How an UNCONFIRMED change ended, and when.
+    resolution: text('resolution', { enum: ROTATION_RESOLUTIONS }),
+    resolvedAt: timestamp('resolved_at', { withTimezone: true, precision: 3 }),
   },
   (t) => [
+    check('asset_password_changes_outcome_enum', isOneOf(t.outcome, ROTATION_OUTCOMES)),
+    check('asset_password_changes_resolution_enum', isOneOf(t.resolution, ROTATION_RESOLUTIONS)),
     index('asset_password_changes_asset_idx').on(t.assetId, t.changedAt),
     foreignKey({ columns: [t.assetId], foreignColumns: [assets.id], name: 'asset_password_changes_asset_fk' }),
   ],

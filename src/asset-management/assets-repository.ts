@@ -1,8 +1,9 @@
-import { and, asc, eq, gt, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, isNotNull, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
 import type { NetworkScope } from '../network-scope.js';
 import { assetPasswordChanges, assets } from './asset-management-tables.js';
+import type { RotationOutcome, RotationResolution, RotationState } from './rotation.js';
 
 export type AssetRow = typeof assets.$inferSelect;
 export type NewAssetRow = typeof assets.$inferInsert;
@@ -32,26 +33,139 @@ export async function listAssets(
     .limit(options.limit);
 }
 
+// Strictly after the previous change even when timestamps tie: concurrent changes queue on the
+// row lock and this expression is evaluated against the row the previous one committed, so the
+// order of passwordChangedAt is the order in which the hashes were written. Database time, like
+// createdAt, so replicas with drifting clocks agree.
+const CHANGED_AT = sql`greatest(now(), ${assets.passwordChangedAt} + interval '1 millisecond')`;
+
+export interface RotationRow {
+  id: string;
+  network: string;
+  passwordHash: string | null;
+  pendingPasswordHash: string | null;
+  rotationId: string | null;
+  rotationState: RotationState | null;
+  deadlinePassed: boolean;
+}
+
+// The asset's credential slots, locked until the transaction ends: every change of a rotation
+// reads, decides (rotation.ts) and writes under this lock, and never waits for a station in it.
+export async function lockRotation(db: Executor, scope: NetworkScope, id: string): Promise<RotationRow | undefined> {
+  const [row] = await db
+    .select({
+      id: assets.id,
+      network: assets.network,
+      passwordHash: assets.passwordHash,
+      pendingPasswordHash: assets.pendingPasswordHash,
+      rotationId: assets.rotationId,
+      rotationState: assets.rotationState,
+      deadlinePassed: sql<boolean>`coalesce(${assets.rotationDeadline} < now(), false)`,
+    })
+    .from(assets)
+    .where(inNetwork(assets.network, scope, eq(assets.id, id)))
+    .for('update');
+  return row;
+}
+
+// The new credential becomes the only one at once (provisioning, a forced change).
 export async function updateAssetPassword(
   db: Executor,
-  change: { id: string; network: string; passwordHash: string },
+  change: { id: string; network: string; passwordHash: string; rotationId: string; state: 'PROVISIONED' | 'FORCED' },
 ): Promise<{ passwordChangedAt: Date } | undefined> {
-  // Strictly after the previous change even when timestamps tie: concurrent changes queue on the
-  // row lock and this expression is evaluated against the row the previous one committed, so the
-  // order of passwordChangedAt is the order in which the hashes were written. Database time, like
-  // createdAt, so replicas with drifting clocks agree.
-  const changedAt = sql`greatest(now(), ${assets.passwordChangedAt} + interval '1 millisecond')`;
   const [row] = await db
     .update(assets)
-    .set({ passwordHash: change.passwordHash, passwordChangedAt: changedAt, updatedAt: changedAt })
+    .set({
+      passwordHash: change.passwordHash,
+      replacedPasswordHash: sql`${assets.passwordHash}`,
+      pendingPasswordHash: null,
+      rotationId: change.rotationId,
+      rotationState: change.state,
+      rotationRequestedAt: sql`now()`,
+      rotationResolvedAt: sql`now()`,
+      rotationDeadline: null,
+      staleLoginAt: null,
+      passwordChangedAt: CHANGED_AT,
+      updatedAt: CHANGED_AT,
+    })
     .where(and(eq(assets.id, change.id), eq(assets.network, change.network)))
     .returning({ passwordChangedAt: assets.passwordChangedAt });
   return row?.passwordChangedAt ? { passwordChangedAt: row.passwordChangedAt } : undefined;
 }
 
+// The new credential goes into the pending slot, and the rotation is IN_FLIGHT until its deadline.
+export async function claimRotation(db: Executor, claim: { id: string; pendingPasswordHash: string; rotationId: string; deadlineMs: number }): Promise<Date> {
+  const [row] = await db
+    .update(assets)
+    .set({
+      pendingPasswordHash: claim.pendingPasswordHash,
+      rotationId: claim.rotationId,
+      rotationState: 'IN_FLIGHT',
+      rotationRequestedAt: sql`now()`,
+      rotationDeadline: sql`now() + make_interval(secs => ${claim.deadlineMs / 1000})`,
+      rotationResolvedAt: null,
+      staleLoginAt: null,
+    })
+    .where(eq(assets.id, claim.id))
+    .returning({ requestedAt: assets.rotationRequestedAt });
+  return row!.requestedAt!;
+}
+
+function ofRotation(id: string, rotationId: string) {
+  return and(eq(assets.id, id), eq(assets.rotationId, rotationId));
+}
+
+// The station has the new credential: it becomes the only one, the old one is retired.
+export async function promotePending(db: Executor, change: { id: string; rotationId: string; state: 'ACCEPTED' | 'CONFIRMED' }): Promise<Date | undefined> {
+  const [row] = await db
+    .update(assets)
+    .set({
+      passwordHash: sql`${assets.pendingPasswordHash}`,
+      replacedPasswordHash: sql`${assets.passwordHash}`,
+      pendingPasswordHash: null,
+      rotationState: change.state,
+      rotationResolvedAt: sql`now()`,
+      rotationDeadline: null,
+      passwordChangedAt: CHANGED_AT,
+      updatedAt: CHANGED_AT,
+    })
+    .where(and(ofRotation(change.id, change.rotationId), isNotNull(assets.pendingPasswordHash)))
+    .returning({ passwordChangedAt: assets.passwordChangedAt });
+  return row?.passwordChangedAt ?? undefined;
+}
+
+// The station keeps the old credential: the new one is forgotten.
+export async function dropPending(db: Executor, change: { id: string; rotationId: string; state: 'REJECTED' | 'DISCARDED' }): Promise<void> {
+  await db
+    .update(assets)
+    .set({ pendingPasswordHash: null, rotationState: change.state, rotationResolvedAt: sql`now()`, rotationDeadline: null })
+    .where(ofRotation(change.id, change.rotationId));
+}
+
+export async function markUnconfirmed(db: Executor, change: { id: string; rotationId: string }): Promise<void> {
+  await db.update(assets).set({ rotationState: 'UNCONFIRMED', rotationDeadline: null }).where(ofRotation(change.id, change.rotationId));
+}
+
+// One statement, no lock: a station retrying in a loop must not queue on the row.
+export async function markStaleLogin(db: Executor, id: string): Promise<void> {
+  await db.update(assets).set({ staleLoginAt: sql`now()` }).where(eq(assets.id, id));
+}
+
 export async function insertPasswordChange(
   db: Executor,
-  audit: { id: string; assetId: string; network: string; actorClientId: string; generated: boolean; changedAt: Date },
+  audit: { id: string; assetId: string; network: string; actorClientId: string; generated: boolean; changedAt: Date; outcome: RotationOutcome | null },
 ): Promise<void> {
   await db.insert(assetPasswordChanges).values(audit);
+}
+
+// The audit row of a change: its outcome once known, and how an UNCONFIRMED one was resolved.
+export async function updatePasswordChange(
+  db: Executor,
+  id: string,
+  update: { outcome: RotationOutcome } | { resolution: RotationResolution },
+): Promise<void> {
+  await db
+    .update(assetPasswordChanges)
+    .set({ ...update, ...('resolution' in update ? { resolvedAt: sql`now()` } : {}) })
+    .where(eq(assetPasswordChanges.id, id));
 }

@@ -1,24 +1,16 @@
 import type { Principal } from '../auth/principal.js';
-import type { Db, Executor } from '../db/database.js';
+import type { Executor } from '../db/database.js';
 import { findPgError, isUniqueViolation } from '../db/database.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { coversNetwork, type NetworkScope } from '../network-scope.js';
 import type { Asset, CreateAssetInput } from './asset-management-schemas.js';
 import type { SecurityProfile } from './asset-management-tables.js';
-import {
-  ASSETS_PKEY,
-  findAsset,
-  insertAsset,
-  insertPasswordChange,
-  listAssets,
-  updateAssetPassword,
-  type AssetRow,
-} from './assets-repository.js';
+import { ASSETS_PKEY, findAsset, insertAsset, listAssets, type AssetRow } from './assets-repository.js';
+import { effectiveState } from './rotation.js';
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
 import { paginate, rowsToFetch, type Page, type PageOptions } from './paging.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl } from './security-profiles.js';
-import { generatePassword, hashAssetPassword, passwordProblem, type ScryptParams } from './passwords.js';
 import { stationViews } from '../stations/stations-service.js';
 import type { StationView } from '../stations/station-schemas.js';
 
@@ -27,8 +19,20 @@ export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
 
 type Actor = NetworkScope & Pick<Principal, 'clientId'>;
 
+function rotationView(row: AssetRow): Asset['rotation'] {
+  if (row.rotationId === null || row.rotationState === null || row.rotationRequestedAt === null) return null;
+  const deadlinePassed = row.rotationDeadline !== null && row.rotationDeadline.getTime() < Date.now();
+  return {
+    id: row.rotationId,
+    state: effectiveState(row.rotationState, deadlinePassed),
+    requestedAt: row.rotationRequestedAt.toISOString(),
+    resolvedAt: row.rotationResolvedAt ? row.rotationResolvedAt.toISOString() : null,
+    staleLoginAt: row.staleLoginAt ? row.staleLoginAt.toISOString() : null,
+  };
+}
+
 export function toAsset(row: AssetRow, station: StationView | null = null): Asset {
-  // Built field by field: the row carries the password hash, which must never be answered.
+  // Built field by field: the row carries the password hashes, which must never be answered.
   return {
     id: row.id,
     network: row.network,
@@ -40,11 +44,12 @@ export function toAsset(row: AssetRow, station: StationView | null = null): Asse
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
     station,
+    rotation: rotationView(row),
   };
 }
 
 // The same answer whether the asset is missing or belongs to another network: no hint it exists.
-function assetNotFound(id: string): NotFoundError {
+export function assetNotFound(id: string): NotFoundError {
   return new NotFoundError(`No asset with id ${id}`, ASSET_NOT_FOUND);
 }
 
@@ -125,60 +130,4 @@ export async function listAssetsPage(db: Executor, actor: Actor, options: PageOp
   const page = paginate(rows, options.limit, (row) => row);
   const stations = await stationViews(db, page.items.map((row) => row.id));
   return { items: page.items.map((row) => toAsset(row, stations.get(row.id) ?? null)), hasMore: page.hasMore };
-}
-
-export interface PasswordChangeResult {
-  id: string;
-  passwordChangedAt: string;
-  // only when generated: the caller sees a generated secret exactly once
-  password?: string;
-}
-
-export async function changeAssetPassword(
-  db: Db,
-  deps: { scryptParams?: ScryptParams | undefined },
-  actor: Actor,
-  input: { id: string; password?: string | undefined },
-): Promise<PasswordChangeResult> {
-  const asset = await findAsset(db, actor, input.id);
-  if (!asset) throw assetNotFound(input.id);
-  if (asset.securityProfile === 3) {
-    throw new ConflictError(
-      `Asset ${asset.id} uses OCPP security profile 3, which authenticates with client certificates and has no password`,
-      CONFLICTING_SECURITY_PROFILE_STATE,
-    );
-  }
-  const generated = input.password === undefined;
-  let password: string;
-  if (input.password === undefined) {
-    password = generatePassword(asset.ocppVersion);
-  } else {
-    // The message states the rule and never echoes the password.
-    const problem = passwordProblem(asset.ocppVersion, input.password);
-    if (problem) throw invalidField('password', problem);
-    password = input.password;
-  }
-  // A supplied password costs ~100 ms of scrypt (plus its turn in the hashing queue), done before
-  // the transaction so no connection is held while it waits or runs.
-  const passwordHash = await hashAssetPassword(asset.ocppVersion, password, { generated, scryptParams: deps.scryptParams });
-
-  const changedAt = await db.transaction(async (tx) => {
-    const updated = await updateAssetPassword(tx, { id: asset.id, network: asset.network, passwordHash });
-    if (!updated) throw assetNotFound(input.id);
-    await insertPasswordChange(tx, {
-      id: newId('apc'),
-      assetId: asset.id,
-      network: asset.network,
-      actorClientId: actor.clientId,
-      generated,
-      changedAt: updated.passwordChangedAt,
-    });
-    return updated.passwordChangedAt;
-  });
-
-  return {
-    id: asset.id,
-    passwordChangedAt: changedAt.toISOString(),
-    ...(generated ? { password } : {}),
-  };
 }

@@ -20,6 +20,8 @@ export type Executor = Db | Tx;
 export interface Database {
   db: Db;
   kind: 'postgres' | 'pglite';
+  // PostgreSQL: for a dedicated connection of its own (LISTEN), outside the pool.
+  connectionString?: string;
   ping(): Promise<void>;
   // Runs fn while holding a cluster-wide advisory lock: start-up work (migrations, signing key,
   // bootstrap client) must happen once even when several replicas start together.
@@ -144,6 +146,7 @@ async function openPostgres(
   return {
     db,
     kind: 'postgres',
+    connectionString: url,
     async ping() {
       await withDeadline(probe.query('select 1'), PING_TIMEOUT_MS);
     },

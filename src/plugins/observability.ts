@@ -6,8 +6,16 @@ import type { Database } from '../db/database.js';
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
 // One registry per app instance: several apps in one process (tests) must not share counters.
+declare module 'fastify' {
+  interface FastifyInstance {
+    // The app's /metrics registry, for plugins that count their own events.
+    metrics: Registry;
+  }
+}
+
 async function observabilityPlugin(app: FastifyInstance, opts: { database: Database }) {
   const registry = new Registry();
+  app.decorate('metrics', registry);
   collectDefaultMetrics({ register: registry });
   const duration = new Histogram({
     name: 'http_request_duration_seconds',

@@ -4,18 +4,24 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
-import { loggableError, type Db } from '../db/database.js';
+import { loggableError, sql, type Db } from '../db/database.js';
 import { newId } from '../ids.js';
 import { ID_PATTERN } from '../asset-management/asset-management-schemas.js';
 import { verifyStationPassword } from '../asset-management/passwords.js';
-import { createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
+import { recordReplacedLogin, recordStationLogin, type StationCommandPort } from '../asset-management/password-rotation-service.js';
+import { afterLogin, loginSlots, reportsReplacedLogin, type Slot, type StationAnswer } from '../asset-management/rotation.js';
+import { createInProcessBus, createPgCommandBus, type CommandBus, type PasswordCommand } from './command-bus.js';
+import { makeReplicaKeys } from './sealed-box.js';
+import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
 import { forwardedOverTls, ocppIdentity, profileProblem, type SecurityProfile } from './station-rules.js';
 import {
   claimStation,
   deleteStaleReplicas,
   endReplica,
+  findStationHolder,
   findStationLogin,
   recordBoot,
+  type StationLoginRow,
   recordConnectorStatus,
   releaseStation,
   renewReplicaLease,
@@ -31,6 +37,11 @@ export interface StationConnectionsOptions {
   leaseSeconds: number;
   minSecurityProfile: SecurityProfile;
   trustProxy: boolean;
+  // PostgreSQL: commands for stations on other replicas go through LISTEN/NOTIFY on a connection
+  // of its own. Unset (PGlite): one process, commands are function calls.
+  connectionString?: string | undefined;
+  // A station tried the password its latest rotation replaced (counted in /metrics).
+  onReplacedLogin?: () => void;
 }
 
 interface Session {
@@ -51,7 +62,7 @@ const PROTOCOL: Record<'1.6' | '2.0.1', OcppProtocol> = { '1.6': 'ocpp1.6', '2.0
 
 export class StationNotConnectedError extends Error {}
 
-export interface StationConnections {
+export interface StationConnections extends StationCommandPort {
   readonly replicaId: string;
   start(): Promise<void>;
   handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void;
@@ -65,10 +76,60 @@ function text(value: unknown): string | null {
   return typeof value === 'string' ? value : null;
 }
 
+// Which credential slot a station's password matches, with what a login does to the rotation: an
+// unconfirmed one ends with the credential used (rotation.ts). 'replaced' is the credential the
+// latest switch retired: refused (A01.FR.03), and reported.
+export async function checkStationCredential(
+  db: Db,
+  asset: StationLoginRow,
+  password: Buffer,
+  report: { log: FastifyBaseLogger; onReplacedLogin?: (() => void) | undefined; abandoned?: (() => boolean) | undefined },
+): Promise<Slot | 'replaced' | null> {
+  if (asset.passwordHash === null) return null;
+  // One hash per slot tried, through the bounded queue when it is scrypt (contract §9): one
+  // slot, or two while a rotation is open.
+  let matched: Slot | undefined;
+  for (const slot of loginSlots(asset.rotationState)) {
+    const hash = slot === 'active' ? asset.passwordHash : asset.pendingPasswordHash;
+    if (hash !== null && (await verifyStationPassword(asset.ocppVersion, password, hash, report.abandoned))) {
+      matched = slot;
+      break;
+    }
+  }
+  if (!matched) {
+    const replaced = asset.replacedPasswordHash;
+    if (!reportsReplacedLogin(asset.rotationState) || replaced === null || !(await verifyStationPassword(asset.ocppVersion, password, replaced, report.abandoned))) return null;
+    // The station most likely acknowledged the change and kept the old password: loud, so an
+    // operator can configure the station or force a change.
+    report.log.warn({ station: asset.id, rotation: asset.rotationId }, 'station keeps using the password its latest rotation replaced; refused');
+    report.onReplacedLogin?.();
+    await recordReplacedLogin(db, asset.id).catch((error: unknown) =>
+      report.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'),
+    );
+    return 'replaced';
+  }
+  if (afterLogin(asset.rotationState, asset.deadlinePassed, matched) !== null) await recordStationLogin(db, asset.id, matched);
+  return matched;
+}
+
 export function createStationConnections(options: StationConnectionsOptions): StationConnections {
   const { db, log } = options;
   // Made at start, in memory only: replicas sharing a DATA_DIR must not share it.
   const replicaId = newId('rep');
+  // The private half never leaves this process: a password sealed to it is readable here only.
+  const keys = makeReplicaKeys();
+  const bus: CommandBus = options.connectionString
+    ? createPgCommandBus({
+        connectionString: options.connectionString,
+        replicaId,
+        keys,
+        execute: executeLocally,
+        notify: async (channel, payload) => {
+          await db.execute(sql`select pg_notify(${channel}, ${payload})`);
+        },
+        log,
+      })
+    : createInProcessBus(replicaId, executeLocally);
   const held = new Map<string, Held>();
   let closing = false;
   let timer: NodeJS.Timeout | undefined;
@@ -93,12 +154,13 @@ export function createStationConnections(options: StationConnectionsOptions): St
     if (credentials.kind === 'malformed') return refuse(identity, 401, 'malformed Authorization header');
     if (credentials.kind === 'other-user') return refuse(identity, 401, 'username is not the identity');
     if (asset.passwordHash === null) return refuse(identity, 401, 'asset has no password');
-    // At most one hash per attempt, through the bounded queue when it is scrypt (contract §9); none
-    // for a station that hung up before its turn.
+    // At most one hash per slot tried, through the bounded queue when it is scrypt (contract §9);
+    // none for a station that hung up before its turn.
     const hungUp = () => request.socket.destroyed;
-    const verified = await verifyStationPassword(asset.ocppVersion, credentials.password, asset.passwordHash, hungUp);
+    const matched = await checkStationCredential(db, asset, credentials.password, { log, onReplacedLogin: options.onReplacedLogin, abandoned: hungUp });
     if (hungUp()) return refuse(identity, 401, 'hung up before the login completed');
-    if (!verified) return refuse(identity, 401, 'wrong password');
+    if (matched === 'replaced') return refuse(identity, 401, 'password replaced by the latest rotation');
+    if (matched === null) return refuse(identity, 401, 'wrong password');
     const protocol = PROTOCOL[asset.ocppVersion];
     if (!upgrade.offeredProtocols.has(protocol)) {
       log.info({ station: identity, protocol }, 'station did not offer its subprotocol; closing');
@@ -198,9 +260,32 @@ export function createStationConnections(options: StationConnectionsOptions): St
     onError: (error) => log.warn({ err: loggableError(error) }, 'station endpoint error'),
   });
 
+  // The command of contract §8.2 on a socket this replica holds. Never sent past its deadline.
+  async function executeLocally(command: PasswordCommand): Promise<StationAnswer> {
+    const entry = held.get(command.assetId);
+    const ms = command.deadline - Date.now();
+    if (!entry || ms <= 0) return { kind: 'notSent' };
+    const v16 = entry.socket.protocol === 'ocpp1.6';
+    try {
+      const result = (await (v16
+        ? entry.socket.call('ChangeConfiguration', { key: 'AuthorizationKey', value: command.password.toLowerCase() }, ms)
+        : entry.socket.call(
+            'SetVariables',
+            { setVariableData: [{ component: { name: 'SecurityCtrlr' }, variable: { name: 'BasicAuthPassword' }, attributeValue: command.password }] },
+            ms,
+          ))) as { status?: unknown; setVariableResult?: Array<{ attributeStatus?: unknown }> };
+      const status = v16 ? result?.status : result?.setVariableResult?.[0]?.attributeStatus;
+      return { kind: 'status', status: typeof status === 'string' ? status : 'no status' };
+    } catch (error) {
+      if (error instanceof OcppCallError && error.code === 'Timeout') return { kind: 'timeout' };
+      if (error instanceof OcppCallError && error.code !== 'Disconnected') return { kind: 'callError', code: error.code };
+      return { kind: 'dropped' };
+    }
+  }
+
   async function tick(): Promise<void> {
     const startedAt = Date.now();
-    await renewReplicaLease(db, replicaId, options.leaseSeconds);
+    await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
     // lastSeenAt is written in batches, never once per heartbeat (contract §8.1 lets it lag 60 s).
     const seen: Array<{ assetId: string; epoch: number; lastSeenAt: Date }> = [];
     const flushed: Array<[Held, number]> = [];
@@ -236,7 +321,8 @@ export function createStationConnections(options: StationConnectionsOptions): St
   return {
     replicaId,
     async start() {
-      await renewReplicaLease(db, replicaId, options.leaseSeconds);
+      await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
+      await bus.start();
       await deleteStaleReplicas(db).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not delete stale replicas'));
       schedule();
     },
@@ -255,11 +341,21 @@ export function createStationConnections(options: StationConnectionsOptions): St
       if (!entry) throw new StationNotConnectedError(`station ${identity} is not connected to this replica`);
       return entry.socket.call(method, params, timeoutMs);
     },
+    async sendPasswordChange(command) {
+      if (held.has(command.assetId)) return executeLocally(command);
+      const holder = await findStationHolder(db, command.assetId).catch((error: unknown) => {
+        log.warn({ station: command.assetId, err: loggableError(error) }, 'could not find the replica holding a station');
+        return undefined;
+      });
+      if (!holder || holder.replicaId === replicaId) return { kind: 'notSent' };
+      return bus.send(holder, command);
+    },
     isHeld: (identity) => held.has(identity),
     async close() {
       if (closing) return;
       closing = true;
       clearTimeout(timer);
+      await bus.close();
       await endpoint.close().catch((error: unknown) => log.warn({ err: loggableError(error) }, 'closing station sockets failed'));
       held.clear();
       // The other replicas read these stations disconnected at once, not when the lease runs out.

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
+import { Counter } from 'prom-client';
 import { createStationConnections, type StationConnections } from './station-connections.js';
 
 declare module 'fastify' {
@@ -13,6 +14,11 @@ declare module 'fastify' {
 // (lifecycle.ts) hands its upgrades to the same `app.stations.handleUpgrade`.
 async function stationsPlugin(app: FastifyInstance): Promise<void> {
   const { config, database } = app.services;
+  const replacedLogins = new Counter({
+    name: 'ocpp_replaced_password_logins_total',
+    help: 'Station logins refused because they used the password the latest rotation replaced (the station acknowledged a change it did not apply)',
+    registers: [app.metrics],
+  });
   const stations = createStationConnections({
     db: database.db,
     log: app.log.child({ component: 'stations' }),
@@ -21,6 +27,8 @@ async function stationsPlugin(app: FastifyInstance): Promise<void> {
     leaseSeconds: config.ocpp.leaseSeconds,
     minSecurityProfile: config.ocppMinSecurityProfile,
     trustProxy: config.trustProxy,
+    connectionString: database.connectionString,
+    onReplacedLogin: () => replacedLogins.inc(),
   });
   await stations.start();
   app.decorate('stations', stations);

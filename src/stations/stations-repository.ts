@@ -1,30 +1,57 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { assets, stationConnections, stationReplicas, type ConnectorStatusRecord } from '../db/schema.js';
+import type { RotationState } from '../asset-management/rotation.js';
 
 export interface StationLoginRow {
   id: string;
   ocppVersion: '1.6' | '2.0.1';
   securityProfile: number;
   passwordHash: string | null;
+  pendingPasswordHash: string | null;
+  replacedPasswordHash: string | null;
+  rotationId: string | null;
+  rotationState: RotationState | null;
+  deadlinePassed: boolean;
 }
 
 // Not network-scoped: a connecting station presents only its identity.
 export async function findStationLogin(db: Executor, id: string): Promise<StationLoginRow | undefined> {
   const [row] = await db
-    .select({ id: assets.id, ocppVersion: assets.ocppVersion, securityProfile: assets.securityProfile, passwordHash: assets.passwordHash })
+    .select({
+      id: assets.id,
+      ocppVersion: assets.ocppVersion,
+      securityProfile: assets.securityProfile,
+      passwordHash: assets.passwordHash,
+      pendingPasswordHash: assets.pendingPasswordHash,
+      replacedPasswordHash: assets.replacedPasswordHash,
+      rotationId: assets.rotationId,
+      rotationState: assets.rotationState,
+      deadlinePassed: sql<boolean>`coalesce(${assets.rotationDeadline} < now(), false)`,
+    })
     .from(assets)
     .where(eq(assets.id, id))
     .limit(1);
   return row;
 }
 
-export async function renewReplicaLease(db: Executor, replicaId: string, leaseSeconds: number): Promise<void> {
+export async function renewReplicaLease(db: Executor, replicaId: string, leaseSeconds: number, publicKey: string): Promise<void> {
   const expires = sql`now() + make_interval(secs => ${leaseSeconds})`;
   await db
     .insert(stationReplicas)
-    .values({ id: replicaId, leaseExpiresAt: expires })
-    .onConflictDoUpdate({ target: stationReplicas.id, set: { leaseExpiresAt: expires } });
+    .values({ id: replicaId, leaseExpiresAt: expires, publicKey })
+    .onConflictDoUpdate({ target: stationReplicas.id, set: { leaseExpiresAt: expires, publicKey } });
+}
+
+// The live replica holding the station's socket, with the key a command to it is sealed to.
+export async function findStationHolder(db: Executor, assetId: string): Promise<{ replicaId: string; publicKey: string | null } | undefined> {
+  const [row] = await db
+    .select({ replicaId: stationReplicas.id, publicKey: stationReplicas.publicKey })
+    .from(stationConnections)
+    .innerJoin(stationReplicas, eq(stationReplicas.id, stationConnections.replicaId))
+    .where(and(eq(stationConnections.assetId, assetId), sql`${stationReplicas.leaseExpiresAt} > now()`))
+    .limit(1);
+  return row;
 }
 
 // Replicas whose lease ran out long ago; their stations already read disconnected.

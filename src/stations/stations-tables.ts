@@ -7,6 +7,10 @@ export const stationReplicas = pgTable('station_replicas', {
   id: text('id').primaryKey(),
   startedAt: timestamp('started_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
   leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true, precision: 3 }).notNull(),
+  // X25519, SPKI DER in base64: another replica seals a station's new password to it before the
+  // command crosses the notification queue (which PostgreSQL writes to disk). The private half
+  // never leaves the replica's memory.
+  publicKey: text('public_key'),
 });
 
 export interface ConnectorStatusRecord {

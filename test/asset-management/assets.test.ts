@@ -15,7 +15,7 @@ import {
 
 const URL_ = '/asset-management/v1/assets';
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const ASSET_KEYS = ['id', 'network', 'name', 'chargingStationModelId', 'ocppVersion', 'securityProfile', 'passwordChangedAt', 'createdAt', 'updatedAt', 'station'];
+const ASSET_KEYS = ['id', 'network', 'name', 'chargingStationModelId', 'ocppVersion', 'securityProfile', 'passwordChangedAt', 'createdAt', 'updatedAt', 'station', 'rotation'];
 
 let t: TestApp;
 let writer: string;
@@ -66,6 +66,7 @@ describe('POST /assets', () => {
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: expect.stringMatching(ISO_MS),
       station: null,
+      rotation: null,
     });
   });
 

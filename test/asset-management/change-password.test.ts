@@ -3,7 +3,7 @@ import { asc, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-tables.js';
 import { updateAssetPassword } from '../../src/asset-management/assets-repository.js';
-import { changeAssetPassword } from '../../src/asset-management/assets-service.js';
+import { changeAssetPassword } from '../../src/asset-management/password-rotation-service.js';
 import { HASH_CONCURRENCY, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import { DEFAULT_SCRYPT_PARAMS, PASSWORD_RULES, verifyPassword, type ScryptParams } from '../../src/asset-management/passwords.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
@@ -87,7 +87,7 @@ describe('change-password: supplied password', () => {
 
     const trail = await audits(asset.id);
     expect(trail).toEqual([
-      { id: expect.stringMatching(/^apc_/), assetId: asset.id, network: asset.network, actorClientId: 'cli_writer', generated: false, changedAt: new Date(passwordChangedAt) },
+      { id: expect.stringMatching(/^apc_/), assetId: asset.id, network: asset.network, actorClientId: 'cli_writer', generated: false, changedAt: new Date(passwordChangedAt), outcome: 'PROVISIONED', resolution: null, resolvedAt: null },
     ]);
   });
 
@@ -342,12 +342,12 @@ describe('change-password: concurrency', () => {
       await tx.execute(sql`select now()`);
       secondBegan();
       await firstHoldsLock;
-      return updateAssetPassword(tx, { ...target, passwordHash: 'second' });
+      return updateAssetPassword(tx, { ...target, passwordHash: 'second', rotationId: 'apc_second', state: 'PROVISIONED' });
     });
     await secondHasBegun;
     await sleep(20);
     const first = db.transaction(async (tx) => {
-      const result = await updateAssetPassword(tx, { ...target, passwordHash: 'first' });
+      const result = await updateAssetPassword(tx, { ...target, passwordHash: 'first', rotationId: 'apc_first', state: 'PROVISIONED' });
       firstLocked();
       // the second update now waits for this row lock
       await sleep(100);

@@ -123,7 +123,7 @@ describe('loadConfig', () => {
   });
 
   it('OCPP stations: defaults, and the TLS listener only with its port, certificate and key together', () => {
-    expect(loadConfig({}).ocpp).toEqual({ heartbeatIntervalSeconds: 300, pingIntervalSeconds: 30, leaseSeconds: 30, tls: undefined });
+    expect(loadConfig({}).ocpp).toEqual({ heartbeatIntervalSeconds: 300, pingIntervalSeconds: 30, leaseSeconds: 30, callTimeoutMs: 30_000, tls: undefined });
     expect(loadConfig({ OCPP_TLS_PORT: '3443', OCPP_TLS_CERT_FILE: '/c.pem', OCPP_TLS_KEY_FILE: '/k.pem' }).ocpp.tls).toEqual({
       port: 3443,
       certFile: '/c.pem',
@@ -134,6 +134,14 @@ describe('loadConfig', () => {
     expectRejected({ OCPP_HEARTBEAT_INTERVAL_SECONDS: '0' }, 'OCPP_HEARTBEAT_INTERVAL_SECONDS');
     expectRejected({ OCPP_PING_INTERVAL_SECONDS: '31' }, 'OCPP_PING_INTERVAL_SECONDS');
     expectRejected({ OCPP_LEASE_SECONDS: '61' }, 'OCPP_LEASE_SECONDS');
+  });
+
+  it('OCPP_CALL_TIMEOUT_SECONDS: any whole number of seconds from 1 is valid; a timer never exceeds what setTimeout can wait', () => {
+    expect(loadConfig({ OCPP_CALL_TIMEOUT_SECONDS: '1' }).ocpp.callTimeoutMs).toBe(1000);
+    expect(loadConfig({ OCPP_CALL_TIMEOUT_SECONDS: '86400' }).ocpp.callTimeoutMs).toBe(86_400_000);
+    expect(loadConfig({ OCPP_CALL_TIMEOUT_SECONDS: '100000000' }).ocpp.callTimeoutMs).toBe(2 ** 31 - 1);
+    expectRejected({ OCPP_CALL_TIMEOUT_SECONDS: '0' }, 'OCPP_CALL_TIMEOUT_SECONDS');
+    expectRejected({ OCPP_CALL_TIMEOUT_SECONDS: '1.5' }, 'OCPP_CALL_TIMEOUT_SECONDS');
   });
 
   it('reports one variable in one line when several are wrong', () => {

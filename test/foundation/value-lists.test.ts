@@ -5,6 +5,7 @@
 // migrated constraints equal to the lists.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from '../../src/asset-management/asset-management-tables.js';
+import { ROTATION_OUTCOMES, ROTATION_RESOLUTIONS, ROTATION_STATES } from '../../src/asset-management/rotation.js';
 import { sql, type Database } from '../../src/db/database.js';
 import { PAYMENT_STATUSES, PAYMENT_TYPES } from '../../src/payments/payments-tables.js';
 import { createTestDatabase } from '../helpers/test-database.js';
@@ -38,6 +39,9 @@ describe('CHECK constraints match the value lists', () => {
     ['session_payments_payment_type_enum', PAYMENT_TYPES],
     ['charging_station_models_power_type_enum', POWER_TYPES],
     ['assets_ocpp_version_enum', OCPP_VERSIONS],
+    ['assets_rotation_state_enum', ROTATION_STATES],
+    ['asset_password_changes_outcome_enum', ROTATION_OUTCOMES],
+    ['asset_password_changes_resolution_enum', ROTATION_RESOLUTIONS],
   ] as const)('%s allows exactly its list', async (name, values) => {
     expect(quotedValues(await constraintText(name))).toEqual([...values]);
   });

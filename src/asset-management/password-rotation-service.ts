@@ -1,0 +1,210 @@
+// Changing an asset's password (contract §7, §8.2): stored at once while the station has never
+// logged in, or by force; otherwise delivered to the station and switched only on its answer.
+// Every change of the credential slots is a short row-locked transaction that decides with
+// rotation.ts; none is open while the station is waited for.
+import type { Principal } from '../auth/principal.js';
+import type { Db, Executor } from '../db/database.js';
+import { BadRequestError, ConflictError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { NetworkScope } from '../network-scope.js';
+import { stationViews } from '../stations/stations-service.js';
+import {
+  claimRotation,
+  dropPending,
+  findAsset,
+  insertPasswordChange,
+  lockRotation,
+  markStaleLogin,
+  markUnconfirmed,
+  promotePending,
+  updateAssetPassword,
+  updatePasswordChange,
+} from './assets-repository.js';
+import { assetNotFound } from './assets-service.js';
+import { generatePassword, hashAssetPassword, passwordProblem, type ScryptParams } from './passwords.js';
+import {
+  afterLogin,
+  answerOutcome,
+  decideRequest,
+  describeAnswer,
+  effectiveState,
+  stateAfterAnswer,
+  type RotationState,
+  type Slot,
+  type StationAnswer,
+  type StationReach,
+} from './rotation.js';
+import { CONFLICTING_SECURITY_PROFILE_STATE } from './security-profiles.js';
+
+export const STATION_OFFLINE = 'STATION_OFFLINE';
+export const STATION_REJECTED = 'STATION_REJECTED';
+export const PASSWORD_CHANGE_IN_PROGRESS = 'PASSWORD_CHANGE_IN_PROGRESS';
+
+type Actor = NetworkScope & Pick<Principal, 'clientId'>;
+
+// The station side, as the stations area offers it: delivers the command wherever the station is
+// connected and never throws.
+export interface StationCommandPort {
+  sendPasswordChange(command: { assetId: string; password: string; deadline: number }): Promise<StationAnswer>;
+}
+
+export interface RotationDeps {
+  scryptParams?: ScryptParams | undefined;
+  stations?: StationCommandPort | undefined;
+  // OCPP_CALL_TIMEOUT_SECONDS in milliseconds.
+  callTimeoutMs?: number | undefined;
+}
+
+const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+// An IN_FLIGHT rotation reads as UNCONFIRMED this long after its caller stopped waiting, so that
+// only a replica that died leaves it to the deadline.
+const DEADLINE_GRACE_MS = 5_000;
+
+export type PasswordChangeAnswer =
+  | { status: 200; data: { id: string; passwordChangedAt: string; password?: string } }
+  | { status: 202; data: { id: string; status: 'UNCONFIRMED'; password?: string } };
+
+function inProgress(id: string): ConflictError {
+  return new ConflictError(
+    `A password change of asset ${id} is waiting for its station; it ends when the station answers or logs in again (force: true replaces it while the station is offline)`,
+    PASSWORD_CHANGE_IN_PROGRESS,
+  );
+}
+
+function offline(id: string): ConflictError {
+  return new ConflictError(
+    `The station of asset ${id} is not connected, so it cannot take the new password; nothing changed. Send force: true to store it anyway and configure the station by hand`,
+    STATION_OFFLINE,
+  );
+}
+
+async function stationReach(db: Executor, assetId: string): Promise<StationReach> {
+  const station = (await stationViews(db, [assetId])).get(assetId);
+  return !station ? 'never' : station.connected ? 'connected' : 'offline';
+}
+
+export async function changeAssetPassword(
+  db: Db,
+  deps: RotationDeps,
+  actor: Actor,
+  input: { id: string; password?: string | undefined; force?: boolean | undefined },
+): Promise<PasswordChangeAnswer> {
+  const asset = await findAsset(db, actor, input.id);
+  if (!asset) throw assetNotFound(input.id);
+  if (asset.securityProfile === 3) {
+    throw new ConflictError(
+      `Asset ${asset.id} uses OCPP security profile 3, which authenticates with client certificates and has no password`,
+      CONFLICTING_SECURITY_PROFILE_STATE,
+    );
+  }
+  const generated = input.password === undefined;
+  let password: string;
+  if (input.password === undefined) {
+    password = generatePassword(asset.ocppVersion);
+  } else {
+    // The message states the rule and never echoes the password.
+    const problem = passwordProblem(asset.ocppVersion, input.password);
+    if (problem) throw new BadRequestError(problem, [{ code: 'custom', message: problem, path: ['password'] }]);
+    password = input.password;
+  }
+  // A supplied password costs ~100 ms of scrypt (plus its turn in the hashing queue), done before
+  // any transaction so no connection is held while it waits or runs.
+  const passwordHash = await hashAssetPassword(asset.ocppVersion, password, { generated, scryptParams: deps.scryptParams });
+  const reach = await stationReach(db, asset.id);
+  const rotationId = newId('apc');
+  const callTimeoutMs = deps.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  const shown = generated ? { password } : {};
+
+  const claimed = await db.transaction(async (tx) => {
+    const row = await lockRotation(tx, actor, asset.id);
+    if (!row) throw assetNotFound(input.id);
+    const decision = decideRequest({ reach, force: input.force === true, state: row.rotationState, deadlinePassed: row.deadlinePassed });
+    if (decision.kind === 'refuse') throw decision.code === STATION_OFFLINE ? offline(asset.id) : inProgress(asset.id);
+    const audit = { id: rotationId, assetId: asset.id, network: asset.network, actorClientId: actor.clientId, generated };
+    if (decision.kind === 'store') {
+      const updated = await updateAssetPassword(tx, { id: asset.id, network: asset.network, passwordHash, rotationId, state: decision.outcome });
+      if (!updated) throw assetNotFound(input.id);
+      // A forced change ends the unconfirmed rotation it replaces.
+      if (row.rotationId && row.rotationState && effectiveState(row.rotationState, row.deadlinePassed) === 'UNCONFIRMED') {
+        await updatePasswordChange(tx, row.rotationId, { resolution: 'FORCED' });
+      }
+      await insertPasswordChange(tx, { ...audit, changedAt: updated.passwordChangedAt, outcome: decision.outcome });
+      return { stored: updated.passwordChangedAt };
+    }
+    const requestedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash: passwordHash, rotationId, deadlineMs: callTimeoutMs + DEADLINE_GRACE_MS });
+    await insertPasswordChange(tx, { ...audit, changedAt: requestedAt, outcome: null });
+    return { stored: null };
+  });
+  if (claimed.stored) return { status: 200, data: { id: asset.id, passwordChangedAt: claimed.stored.toISOString(), ...shown } };
+
+  // Committed: a second change is refused from here on, and no connection waits for the station.
+  const deadline = Date.now() + callTimeoutMs;
+  const answer = await sendBefore(deps.stations, { assetId: asset.id, password, deadline });
+  const outcome = answerOutcome(answer);
+  const settled = await settle(db, asset.id, rotationId, stateAfterAnswer(outcome));
+  if (settled.state === 'ACCEPTED' || settled.state === 'CONFIRMED') {
+    return { status: 200, data: { id: asset.id, passwordChangedAt: settled.passwordChangedAt!.toISOString(), ...shown } };
+  }
+  if (settled.state === 'REJECTED' || settled.state === 'DISCARDED') {
+    if (outcome === 'NOT_SENT') throw offline(asset.id);
+    throw new ConflictError(`The station of asset ${asset.id} refused the new password: ${describeAnswer(answer)}; nothing changed`, STATION_REJECTED);
+  }
+  return { status: 202, data: { id: asset.id, status: 'UNCONFIRMED', ...shown } };
+}
+
+// The answer, or a timeout at the deadline whatever the station side does.
+async function sendBefore(port: StationCommandPort | undefined, command: { assetId: string; password: string; deadline: number }): Promise<StationAnswer> {
+  if (!port) return { kind: 'notSent' };
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<StationAnswer>((resolve) => {
+    timer = setTimeout(() => resolve({ kind: 'timeout' }), Math.max(0, command.deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([port.sendPasswordChange(command).catch((): StationAnswer => ({ kind: 'timeout' })), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// Applies the answer to the rotation if it is still IN_FLIGHT; otherwise (a login past the
+// deadline resolved it first) reports where it stands.
+async function settle(
+  db: Db,
+  assetId: string,
+  rotationId: string,
+  state: 'ACCEPTED' | 'REJECTED' | 'UNCONFIRMED',
+): Promise<{ state: RotationState | null; passwordChangedAt: Date | null }> {
+  return db.transaction(async (tx) => {
+    const row = await lockRotation(tx, { network: null }, assetId);
+    if (!row || row.rotationId !== rotationId) return { state: null, passwordChangedAt: null };
+    if (row.rotationState !== 'IN_FLIGHT') {
+      await updatePasswordChange(tx, rotationId, { outcome: 'UNCONFIRMED' });
+      const current = await findAsset(tx, { network: null }, assetId);
+      return { state: row.rotationState, passwordChangedAt: current?.passwordChangedAt ?? null };
+    }
+    let passwordChangedAt: Date | null = null;
+    if (state === 'ACCEPTED') passwordChangedAt = (await promotePending(tx, { id: assetId, rotationId, state })) ?? null;
+    else if (state === 'REJECTED') await dropPending(tx, { id: assetId, rotationId, state });
+    else await markUnconfirmed(tx, { id: assetId, rotationId });
+    await updatePasswordChange(tx, rotationId, { outcome: state });
+    return { state, passwordChangedAt };
+  });
+}
+
+// A station logged in with the credential of `slot`: an unconfirmed rotation ends here.
+export async function recordStationLogin(db: Db, assetId: string, slot: Slot): Promise<void> {
+  await db.transaction(async (tx) => {
+    const row = await lockRotation(tx, { network: null }, assetId);
+    if (!row?.rotationId) return;
+    const next = afterLogin(row.rotationState, row.deadlinePassed, slot);
+    if (next === 'CONFIRMED') await promotePending(tx, { id: assetId, rotationId: row.rotationId, state: next });
+    else if (next === 'DISCARDED') await dropPending(tx, { id: assetId, rotationId: row.rotationId, state: next });
+    else return;
+    await updatePasswordChange(tx, row.rotationId, { resolution: next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED' });
+  });
+}
+
+// A station tried the credential the latest switch retired, and was refused (A01.FR.03).
+export async function recordReplacedLogin(db: Db, assetId: string): Promise<void> {
+  await markStaleLogin(db, assetId);
+}
