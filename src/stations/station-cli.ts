@@ -18,9 +18,20 @@ function printable(params: unknown): string {
   );
 }
 
+// An OCPP 2.0.1 password may start with "-" (a generated one does now and then), which parseArgs
+// would take for an option: the word after --password is always its value.
+function passwordAsValue(args: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--password' && i + 1 < args.length) out.push(`--password=${args[++i]}`);
+    else out.push(args[i]!);
+  }
+  return out;
+}
+
 export async function runStationCommand(args: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
   const { values } = parseArgs({
-    args,
+    args: passwordAsValue(args),
     options: {
       id: { type: 'string' },
       password: { type: 'string' },

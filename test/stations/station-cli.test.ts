@@ -51,6 +51,13 @@ describe('cli station', () => {
     await vi.waitFor(async () => expect((await readStation(s.id)).connected).toBe(false));
   });
 
+  it('takes a password that starts with "-" (a generated 2.0.1 password may) as the value of --password', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1', password: '-starts-with-a-dash-1234' });
+    const lines: string[] = [];
+    expect(await runStationCommand(['--url', url, '--id', s.id, '--password', s.password, '--heartbeat', '1', '--heartbeats', '1'], (l) => lines.push(l))).toBe(0);
+    expect(lines[0]).toBe(`connected to ${url}/${s.id} (ocpp2.0.1)`);
+  });
+
   it('a refused login says why it may have been refused, without a password', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     await expect(runStationCommand(['--url', url, '--id', s.id, '--password', 'Wrong-password-1234'], () => undefined)).rejects.toThrow(/HTTP 401/);
