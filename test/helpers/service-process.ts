@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { freePort } from './probe-app.js';
 
 // The project root: service processes run from here with `node --import tsx`.
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -70,4 +71,13 @@ export async function runProcess(
 
 export function outputLines(text: string): string[] {
   return text.split('\n').filter((line) => line.length > 0);
+}
+
+// A service process (src/server.ts) on a free port, returned once it answers /healthz.
+export async function startService(env: Record<string, string>) {
+  const port = await freePort();
+  const started = startProcess(['src/server.ts'], { PORT: String(port), RATE_LIMIT_MAX: '0', ...env });
+  const base = `http://127.0.0.1:${port}`;
+  await waitUntilHealthy(async () => (await fetch(`${base}/healthz`)).status, started.child);
+  return { ...started, base, endpoint: `ws://127.0.0.1:${port}/ocpp` };
 }

@@ -4,16 +4,15 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AddressInfo, Socket } from 'node:net';
 import { request as httpRequest } from 'node:http';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import { claimStation } from '../../src/stations/stations-repository.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
-import { freePort } from '../helpers/probe-app.js';
+import { startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { createAsset, siblingApp } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
@@ -432,7 +431,6 @@ describe('two replicas on one database', () => {
 // one reads connected through the other; a replica that stops marks its stations disconnected; a
 // replica that dies is found out by its lease; the lease survives terminated backends.
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const LEASE_SECONDS = 2;
 
 interface Replica {
@@ -445,44 +443,17 @@ interface Replica {
 }
 
 async function startReplica(databaseUrl: string): Promise<Replica> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      LOG_LEVEL: 'error',
-      RATE_LIMIT_MAX: '0',
-      DATABASE_URL: databaseUrl,
-      DATABASE_POOL_MAX: '4',
-      // One issuer for both, as behind one load balancer: a token of one is good at the other.
-      AUTH_ISSUER: 'http://cns.test',
-      OCPP_MIN_SECURITY_PROFILE: '1',
-      OCPP_LEASE_SECONDS: String(LEASE_SECONDS),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const r = await startService({
+    LOG_LEVEL: 'error',
+    DATABASE_URL: databaseUrl,
+    DATABASE_POOL_MAX: '4',
+    // One issuer for both, as behind one load balancer: a token of one is good at the other.
+    AUTH_ISSUER: 'http://cns.test',
+    OCPP_MIN_SECURITY_PROFILE: '1',
+    OCPP_LEASE_SECONDS: String(LEASE_SECONDS),
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (c, s) => resolve([c, s])));
-  const base = `http://127.0.0.1:${port}`;
-  // Generous bound for a cold tsx compile and the migrations: a safety net, not a speed check.
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`replica exited early: ${stderr}`);
-    if (Date.now() > deadline) throw new Error('replica did not start listening');
-    const ok = await fetch(`${base}/healthz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    await sleep(100);
-  }
-  return { child, base, endpoint: `ws://127.0.0.1:${port}/ocpp`, stdout: () => stdout, stderr: () => stderr, exited };
+  const exited = r.exited.then(({ code, signal }): [number | null, NodeJS.Signals | null] => [code, signal]);
+  return { child: r.child, base: r.base, endpoint: r.endpoint, stdout: () => r.output.stdout, stderr: () => r.output.stderr, exited };
 }
 
 async function api(base: string, token: string, path: string, body?: unknown) {

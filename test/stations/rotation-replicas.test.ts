@@ -1,14 +1,13 @@
 // Password changes across replicas (contract §8.3): the replica holding the station's socket sends
 // the command, the answer comes back; the password crosses only sealed; a replica that dies
 // mid-call leaves the rotation UNCONFIRMED. Two real service processes on one PostgreSQL database.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import pg from 'pg';
 import { channelOf } from '../../src/stations/command-bus.js';
 import { makeReplicaKeys, open, seal } from '../../src/stations/sealed-box.js';
-import { freePort } from '../helpers/probe-app.js';
-import { killProcess, ROOT, waitUntilHealthy } from '../helpers/service-process.js';
+import { killProcess, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { stationClient, type StationClient } from '../helpers/station-factory.js';
 
@@ -34,33 +33,17 @@ interface Replica {
 }
 
 async function startReplica(databaseUrl: string): Promise<Replica> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      // Everything the service logs is searched for the passwords below.
-      LOG_LEVEL: 'debug',
-      RATE_LIMIT_MAX: '0',
-      DATABASE_URL: databaseUrl,
-      DATABASE_POOL_MAX: '4',
-      AUTH_ISSUER: 'http://cns.test',
-      OCPP_MIN_SECURITY_PROFILE: '1',
-      OCPP_LEASE_SECONDS: '2',
-      OCPP_CALL_TIMEOUT_SECONDS: '1',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const r = await startService({
+    // Everything the service logs is searched for the passwords below.
+    LOG_LEVEL: 'debug',
+    DATABASE_URL: databaseUrl,
+    DATABASE_POOL_MAX: '4',
+    AUTH_ISSUER: 'http://cns.test',
+    OCPP_MIN_SECURITY_PROFILE: '1',
+    OCPP_LEASE_SECONDS: '2',
+    OCPP_CALL_TIMEOUT_SECONDS: '1',
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const base = `http://127.0.0.1:${port}`;
-  await waitUntilHealthy(async () => (await fetch(`${base}/healthz`)).status, child);
-  return { child, base, endpoint: `ws://127.0.0.1:${port}/ocpp`, output: () => stdout + stderr, stderr: () => stderr };
+  return { child: r.child, base: r.base, endpoint: r.endpoint, output: () => r.output.stdout + r.output.stderr, stderr: () => r.output.stderr };
 }
 
 const onServer = process.env.DATABASE_URL ? describe : undefined;
