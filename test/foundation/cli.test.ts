@@ -1,5 +1,5 @@
 // The command line as a person meets it: the commands the service prints, and the CLI's help.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -69,18 +69,21 @@ describe('a DATA_DIR the process cannot use', () => {
   it('is one line saying what to chown when the folder is not the running user\'s, and one clear line under /proc; exit 1 either way', { timeout: 60_000 }, async () => {
     const parent = mkdtempSync(join(tmpdir(), 'cns-unwritable-'));
     try {
-      // Root may write anywhere: the server then runs as nobody, as a container user meets a
-      // bind-mounted folder owned by someone else.
+      // Root may write anywhere: the folder then belongs to nobody, as a bind-mounted folder of
+      // someone else meets a container user, and the server runs without root's power to
+      // override file permissions (it still reads the checkout, which root owns, wherever it is).
       const asRoot = process.getuid?.() === 0;
-      if (asRoot) chmodSync(parent, 0o755);
-      else chmodSync(parent, 0o555);
-      const user = asRoot ? { uid: 65534, gid: 65534 } : {};
+      if (asRoot) {
+        chownSync(parent, 65534, 65534);
+        chmodSync(parent, 0o755);
+      } else chmodSync(parent, 0o555);
+      const prefix = asRoot ? ['setpriv', '--bounding-set', '-dac_override,-dac_read_search', '--'] : [];
       const data = join(parent, 'data');
       const [unwritable, proc] = await Promise.all([
-        runProcess(['src/server.ts'], { DATA_DIR: data, PORT: String(await freePort()), HOME: tmpdir() }, { ...user, guardMs: 30_000 }),
+        runProcess(['src/server.ts'], { DATA_DIR: data, PORT: String(await freePort()), HOME: tmpdir() }, { prefix, guardMs: 30_000 }),
         runProcess(['src/server.ts'], { DATA_DIR: '/proc/cns-data', PORT: String(await freePort()) }, { guardMs: 30_000 }),
       ]);
-      const owner = asRoot ? '65534:65534' : `${process.getuid?.()}:${process.getgid?.()}`;
+      const owner = `${process.getuid?.()}:${process.getgid?.()}`;
       expect({ code: unwritable.code, lines: outputLines(unwritable.stderr) }).toEqual({
         code: 1,
         lines: [`failed to start: DATA_DIR ${data} is not writable by this process (EACCES): chown -R ${owner} ${data}, or set DATA_DIR to a folder it may write`],

@@ -43,9 +43,11 @@ export function serviceEnv(env: Record<string, string>): Record<string, string> 
   return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', HOST: '127.0.0.1', ...env };
 }
 
-// Starts `node --import tsx <script> …args` from the project root.
-export function startProcess(args: string[], env: Record<string, string>, options: { uid?: number; gid?: number } = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, env: serviceEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...options });
+// Starts `node --import tsx <script> …args` from the project root, behind `prefix` (a command
+// that runs the rest, such as setpriv) when one is given.
+export function startProcess(args: string[], env: Record<string, string>, options: { prefix?: string[] } = {}) {
+  const command = [...(options.prefix ?? []), process.execPath, '--import', 'tsx', ...args];
+  const child = spawn(command[0]!, command.slice(1), { cwd: ROOT, env: serviceEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   const output = { stdout: '', stderr: '' };
   child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
@@ -58,9 +60,9 @@ export function startProcess(args: string[], env: Record<string, string>, option
 export async function runProcess(
   args: string[],
   env: Record<string, string>,
-  options: { guardMs?: number; uid?: number; gid?: number } = {},
+  options: { guardMs?: number; prefix?: string[] } = {},
 ): Promise<ProcessResult> {
-  const { child, exited } = startProcess(args, env, { uid: options.uid, gid: options.gid });
+  const { child, exited } = startProcess(args, env, { prefix: options.prefix });
   const guard = setTimeout(() => child.kill('SIGKILL'), options.guardMs ?? 40_000);
   try {
     return await exited;
