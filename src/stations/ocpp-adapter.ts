@@ -189,7 +189,7 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
     };
     // Every action nobody handles gets the version's NotImplemented CALLERROR.
     client.handle(({ method }: { method: string }) => {
-      throw createRPCError('NotImplemented', `${method} is not implemented`);
+      throw createRPCError('NotImplemented', `this central system does not handle ${method}`);
     });
     client.on('strictValidationFailure', ({ error }: { error: { message?: string } }) =>
       options.onProtocolProblem(client.identity, `schema violation: ${error?.message ?? 'invalid message'}`),

@@ -77,7 +77,7 @@ export async function runStationCommand(args: string[], out: (line: string) => v
   );
   station.handleAny((method, params) => {
     out(`<- ${method} ${printable(params)}`);
-    throw new OcppCallError('NotImplemented', `${method} is not implemented by this station`);
+    throw new OcppCallError('NotImplemented', `this station does not handle ${method}`);
   });
   const stop = () => {
     stopping = true;
