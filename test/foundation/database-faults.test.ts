@@ -1,13 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { classifyDatabaseError } from '../../src/db/database.js';
 import { ConflictError, ServiceUnavailableError, UnauthorizedError } from '../../src/errors.js';
-import { freePort } from '../helpers/probe-app.js';
 import { paymentBody } from '../helpers/payments-factory.js';
 import { createServerDatabase } from '../helpers/test-database.js';
-import { ROOT, killProcess, waitUntilHealthy } from '../helpers/service-process.js';
+import { killProcess, startService } from '../helpers/service-process.js';
 
 
 // What drizzle hands the service: its own error, with the driver's error as `cause`.
@@ -145,27 +144,13 @@ onServer?.('a lost database connection (PostgreSQL)', () => {
     async () => {
       const database = await createServerDatabase();
       dropDatabase = database.drop;
-      const port = await freePort();
-      const base = `http://127.0.0.1:${port}`;
-      child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-        cwd: ROOT,
-        env: {
-          PATH: process.env.PATH ?? '',
-          HOME: process.env.HOME ?? '',
-          HOST: '127.0.0.1',
-          PORT: String(port),
-          LOG_LEVEL: 'error',
-          RATE_LIMIT_MAX: '0',
-          DATABASE_URL: database.url,
-          DATABASE_POOL_MAX: '4',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      await waitUntilHealthy(async () => (await call(base, '/healthz')).status, child);
+      const service = await startService({ LOG_LEVEL: 'error', DATABASE_URL: database.url, DATABASE_POOL_MAX: '4' });
+      const server = service.child;
+      child = server;
+      const { base } = service;
+      // The bootstrap banner is printed once the server listens, so wait for it too.
+      await vi.waitFor(() => expect(service.output.stdout).toMatch(/client_secret:/));
+      const stdout = service.output.stdout;
 
       // The bootstrap admin client, printed once by the server at its first start.
       const clientId = /client_id:\s+(\S+)/.exec(stdout)?.[1];
@@ -182,7 +167,7 @@ onServer?.('a lost database connection (PostgreSQL)', () => {
       const created = await call(base, '/asset-management/v1/assets', {
         method: 'POST',
         token,
-        body: { id: `CP-fault-${port}`, network: 'net_fault' },
+        body: { id: 'CP-fault-1', network: 'net_fault' },
       });
       expect(created.status, JSON.stringify(created.body)).toBe(201);
       const assetId = (created.body as { data: { id: string } }).data.id;
@@ -235,8 +220,8 @@ onServer?.('a lost database connection (PostgreSQL)', () => {
       }
 
       expect(terminated).toBeGreaterThan(0);
-      expect({ exitCode: child.exitCode, signal: child.signalCode, networkErrors }).toEqual({ exitCode: null, signal: null, networkErrors: [] });
-      expect(stderr).toBe('');
+      expect({ exitCode: server.exitCode, signal: server.signalCode, networkErrors }).toEqual({ exitCode: null, signal: null, networkErrors: [] });
+      expect(service.output.stderr).toBe('');
 
       for (const { family, answer } of answers) {
         expect([200, 201, 503, 500], JSON.stringify(answer.body)).toContain(answer.status);
@@ -276,7 +261,7 @@ onServer?.('a lost database connection (PostgreSQL)', () => {
       }
       // And the service still does its work.
       expect((await call(base, '/asset-management/v1/assets/change-password', { method: 'POST', token, body: { id: assetId } })).status).toBe(200);
-      expect(child.exitCode).toBeNull();
+      expect(server.exitCode).toBeNull();
     },
     90_000,
   );
