@@ -8,7 +8,7 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HASH_CONCURRENCY } from '../src/asset-management/password-hash-queue.js';
-import { DEFAULT_SCRYPT_PARAMS } from '../src/asset-management/passwords.js';
+import { DEFAULT_ARGON2_PARAMS } from '../src/asset-management/passwords.js';
 import type { Database } from '../src/db/database.js';
 import {
   NETWORK_COUNT,
@@ -290,7 +290,7 @@ async function writeBlock(ctx: Context, run: number, assetIds: string[]): Promis
   );
 
   // 5. change password, round-robin over existing assets: generated (a fast salted HMAC: ≥ 200
-  // random bits need no slow hash) and supplied (scrypt through the bounded hashing queue, the
+  // random bits need no slow hash) and supplied (argon2id through the bounded hashing queue, the
   // cost targets (e) and (f) are about).
   let a = 0;
   const changePassword = (supplied: boolean) => (): RequestShape => {
@@ -554,8 +554,8 @@ function evaluateTargets(ctx: Context, rssSamples: number[], sizes: number[]): T
 
   // (e)
   const rows = sizes[sizes.length - 1]!;
-  const p = DEFAULT_SCRYPT_PARAMS;
-  const params = `scrypt N=${p.N} (2^${Math.log2(p.N)}), r=${p.r}, p=${p.p}, keyLength=${p.keyLength}, saltLength=${p.saltLength}, memory ${((128 * p.N * p.r) / 2 ** 20).toFixed(0)} MiB per hash`;
+  const p = DEFAULT_ARGON2_PARAMS;
+  const params = `argon2id m=${p.memoryKiB} KiB (${(p.memoryKiB / 1024).toFixed(0)} MiB per hash), t=${p.iterations}, p=${p.parallelism}, hashLength=${p.hashLength}, saltLength=${p.saltLength}`;
   const pw1 = find(ctx, 'service', 'change password (supplied) c=1', rows)?.median;
   const pw4 = find(ctx, 'service', 'change password (supplied) c=4', rows)?.median;
   const ref = find(ctx, 'service', 'list ids=100 c=32 token=all (reference for e)', rows)?.median;
@@ -876,7 +876,7 @@ async function main(): Promise<void> {
     database: { kind: target.kind, mode: postgresMode, settings, seeding: seedTimes },
     service: { nodeArgs, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
     checks: { listSql: sqlCheck, naiveShape: shapeCheck },
-    scrypt: DEFAULT_SCRYPT_PARAMS,
+    passwordHash: { argon2id: DEFAULT_ARGON2_PARAMS },
     hashConcurrency: HASH_CONCURRENCY,
     notes,
     scenarios: [...ctx.records.values()].map((r) => ({

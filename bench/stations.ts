@@ -16,7 +16,7 @@ import { freePort, LOOPBACK, rssMiB, runCommand, startChild, stopAllChildren, st
 interface StationsOptions {
   held: number;
   storm: number;
-  stormScrypt: number;
+  stormSupplied: number;
   durationSeconds: number;
   heartbeatSeconds: number;
   rotations: number;
@@ -33,7 +33,7 @@ function parse(argv: string[]): StationsOptions {
   return {
     held: value('--held', quick ? 1000 : 10_000),
     storm: value('--storm', quick ? 200 : 2000),
-    stormScrypt: value('--storm-scrypt', quick ? 50 : 2000),
+    stormSupplied: value('--storm-supplied', quick ? 50 : 2000),
     durationSeconds: value('--duration', quick ? 5 : 10),
     heartbeatSeconds: value('--heartbeat', 5),
     rotations: value('--rotations', quick ? 200 : 1000),
@@ -44,17 +44,17 @@ function parse(argv: string[]): StationsOptions {
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
-async function insertStations(database: Awaited<ReturnType<typeof openBenchDatabase>>, prefix: string, count: number, kind: 'generated' | 'scrypt') {
+async function insertStations(database: Awaited<ReturnType<typeof openBenchDatabase>>, prefix: string, count: number, kind: 'generated' | 'supplied') {
   const stations: Array<[string, string]> = [];
   const hashes: string[] = [];
-  // One supplied password and one scrypt hash for all: verifying costs the same, hashing 2,000
+  // One supplied password and one argon2id hash for all: verifying costs the same, hashing 2,000
   // of them would take minutes.
   const supplied = 'Bench:Supplied-Password-1';
-  const scryptHash = kind === 'scrypt' ? await hashAssetPassword('2.0.1', supplied, { generated: false }) : '';
+  const suppliedHash = kind === 'supplied' ? await hashAssetPassword('2.0.1', supplied, { generated: false }) : '';
   for (let i = 0; i < count; i++) {
-    const password = kind === 'scrypt' ? supplied : generatePassword('2.0.1');
+    const password = kind === 'supplied' ? supplied : generatePassword('2.0.1');
     stations.push([`${prefix}-${i}`, password]);
-    hashes.push(kind === 'scrypt' ? scryptHash : hashGeneratedPassword(password));
+    hashes.push(kind === 'supplied' ? suppliedHash : hashGeneratedPassword(password));
   }
   for (let from = 0; from < count; from += 5000) {
     const ids = stations.slice(from, from + 5000).map(([id]) => id);
@@ -133,7 +133,7 @@ async function rotationRoundTrips(apiBase: string, stationEndpoint: string, toke
 
 async function main(): Promise<void> {
   const options = parse(process.argv.slice(2));
-  log(`stations benchmark, ${new Date().toISOString()}: ${options.held} held, storms of ${options.storm} (HMAC) and ${options.stormScrypt} (scrypt), ${os.availableParallelism()} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(`stations benchmark, ${new Date().toISOString()}: ${options.held} held, storms of ${options.storm} (HMAC) and ${options.stormSupplied} (argon2id), ${os.availableParallelism()} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   if (options.build) {
     const build = await runCommand('npm', ['run', 'build'], { cwd: ROOT_DIR, timeoutMs: 300_000 });
     if (build.code !== 0) throw new Error(`npm run build failed:\n${build.stdout}\n${build.stderr}`);
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     await seedPayments(database, 0, 10_000, () => undefined);
     const held = await insertStations(database, 'CP-held', options.held, 'generated');
     const storm = await insertStations(database, 'CP-storm', options.storm, 'generated');
-    const stormScrypt = await insertStations(database, 'CP-scrypt', options.stormScrypt, 'scrypt');
+    const stormSupplied = await insertStations(database, 'CP-supplied', options.stormSupplied, 'supplied');
     const rotating = await insertStations(database, 'CP-rotate', 2, 'generated');
     await database.close();
 
@@ -235,7 +235,7 @@ async function main(): Promise<void> {
     const storms: Record<string, unknown> = {};
     for (const [name, stations] of [
       ['storm-hmac', storm],
-      ['storm-scrypt', stormScrypt],
+      ['storm-supplied', stormSupplied],
     ] as const) {
       if (stations.length === 0) continue;
       const run = startStations(name, port, stations, 'storm', 300, dir);

@@ -14,15 +14,15 @@ import rateLimit from './plugins/rate-limit.js';
 import openapi from './plugins/openapi.js';
 import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
 import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
-import type { ScryptParams } from './asset-management/passwords.js';
+import type { Argon2Params } from './asset-management/passwords.js';
 import stationsPlugin from './stations/stations-plugin.js';
 
 export interface BuildOptions {
   // Tests hand in a fresh database; production opens the one the config names.
   database?: Database;
   logStream?: Writable;
-  // Cheaper password hashes for tests; production keeps DEFAULT_SCRYPT_PARAMS.
-  scryptParams?: ScryptParams;
+  // Cheaper password hashes for tests; production keeps DEFAULT_ARGON2_PARAMS.
+  passwordHashParams?: Argon2Params;
 }
 
 export interface AppServices {
@@ -129,7 +129,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(authPlugin, { auth: config.auth, database });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
-  await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, scryptParams: options.scryptParams });
+  await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams });
   await app.register(stationsPlugin);
 
   return app;

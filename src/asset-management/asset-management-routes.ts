@@ -22,7 +22,7 @@ import {
 } from './asset-management-schemas.js';
 import { createAsset, getAsset, listAssetsPage } from './assets-service.js';
 import { changeAssetPassword } from './password-rotation-service.js';
-import type { ScryptParams } from './passwords.js';
+import type { Argon2Params } from './passwords.js';
 import { archiveModel, createChargingStationModel, getChargingStationModel, listModels } from './charging-station-models-service.js';
 
 const tags = ['asset-management'];
@@ -37,8 +37,8 @@ const assetWriters = [requireScope('write:asset')];
 const assetReaders = [requireScope('read:asset', 'write:asset')];
 
 export interface AssetManagementRoutesOptions {
-  // The scrypt cost of new password hashes; tests lower it, production keeps the default.
-  scryptParams?: ScryptParams;
+  // The argon2id cost of new supplied-password hashes; tests lower it, production keeps the default.
+  passwordHashParams?: Argon2Params;
 }
 
 // The asset-management family, registered with the prefix /asset-management/v1: its errors, the
@@ -181,7 +181,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
     },
     async (request, reply) => {
       // Read when the request comes: the stations plugin is registered after these routes.
-      const deps = { scryptParams: options.scryptParams, stations: app.stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
+      const deps = { passwordHashParams: options.passwordHashParams, stations: app.stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
       const result = await changeAssetPassword(db, deps, request.principal, request.body);
       // The answer may carry a generated secret: no cache may keep it.
       reply.header('cache-control', 'no-store');

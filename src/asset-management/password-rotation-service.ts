@@ -21,7 +21,7 @@ import {
   updatePasswordChange,
 } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
-import { generatePassword, hashAssetPassword, passwordProblem, type ScryptParams } from './passwords.js';
+import { generatePassword, hashAssetPassword, passwordProblem, type Argon2Params } from './passwords.js';
 import {
   afterLogin,
   answerOutcome,
@@ -49,7 +49,7 @@ export interface StationCommandPort {
 }
 
 export interface RotationDeps {
-  scryptParams?: ScryptParams | undefined;
+  passwordHashParams?: Argon2Params | undefined;
   stations?: StationCommandPort | undefined;
   // OCPP_CALL_TIMEOUT_SECONDS in milliseconds.
   callTimeoutMs?: number | undefined;
@@ -109,7 +109,7 @@ export async function changeAssetPassword(
   }
   // A supplied password costs ~100 ms of scrypt (plus its turn in the hashing queue), done before
   // any transaction so no connection is held while it waits or runs.
-  const passwordHash = await hashAssetPassword(asset.ocppVersion, password, { generated, scryptParams: deps.scryptParams });
+  const passwordHash = await hashAssetPassword(asset.ocppVersion, password, { generated, passwordHashParams: deps.passwordHashParams });
   const reach = await stationReach(db, asset.id);
   const rotationId = newId('apc');
   const callTimeoutMs = deps.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;

@@ -5,9 +5,10 @@ import { assetPasswordChanges, assets } from '../../src/asset-management/asset-m
 import { updateAssetPassword } from '../../src/asset-management/assets-repository.js';
 import { changeAssetPassword } from '../../src/asset-management/password-rotation-service.js';
 import { HASH_CONCURRENCY, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
-import { DEFAULT_SCRYPT_PARAMS, PASSWORD_RULES, verifyPassword, type ScryptParams } from '../../src/asset-management/passwords.js';
+import { DEFAULT_ARGON2_PARAMS, PASSWORD_RULES, verifyPassword } from '../../src/asset-management/passwords.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { BAD_REQUEST, createAsset, familyError, uniqueNetwork } from '../helpers/asset-factory.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 const URL_ = '/asset-management/v1/assets/change-password';
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -16,11 +17,10 @@ const ALPHABET_201 = /^[A-Za-z0-9*\-_=:+|@.]{40}$/;
 let t: TestApp;
 let writer: string;
 
-// The HTTP tests hash with a cheap scrypt cost; one test below keeps the production cost.
-const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
+// The HTTP tests hash with a cheap argon2id cost; one test below keeps the production cost.
 
 beforeAll(async () => {
-  t = await createTestApp({ captureLogs: true, scryptParams: FAST });
+  t = await createTestApp({ captureLogs: true, passwordHashParams: CHEAP_HASH });
   writer = t.bearer({ scopes: ['write:asset'], clientId: 'cli_writer' });
 });
 afterAll(async () => {
@@ -79,10 +79,10 @@ describe('change-password: supplied password', () => {
 
     const read = await t.app.inject({ url: `/asset-management/v1/assets/${asset.id}`, headers: { authorization: writer } });
     expect(read.json().data).toMatchObject({ passwordChangedAt, updatedAt: passwordChangedAt });
-    expect(read.body).not.toContain('scrypt');
+    expect(read.body).not.toMatch(/argon2id|hmac-sha256|scrypt/);
 
     const stored = await row(asset.id);
-    expect(stored.passwordHash).toMatch(/^scrypt\$N=1024,r=8,p=1\$/);
+    expect(stored.passwordHash).toMatch(/^argon2id\$v=19,m=64,t=1,p=1\$/);
     expect(JSON.stringify(stored)).not.toContain(password);
 
     const trail = await audits(asset.id);
@@ -95,9 +95,9 @@ describe('change-password: supplied password', () => {
     const asset = await createAsset(t);
     const password = password201(24);
     await changeAssetPassword(t.database.db, {}, { clientId: 'cli_writer', network: null }, { id: asset.id, password });
-    const { N, r, p } = DEFAULT_SCRYPT_PARAMS;
-    expect((await row(asset.id)).passwordHash).toMatch(new RegExp(`^scrypt\\$N=${N},r=${r},p=${p}\\$`));
-    expect(N).toBeGreaterThanOrEqual(2 ** 15);
+    const { memoryKiB, iterations, parallelism } = DEFAULT_ARGON2_PARAMS;
+    expect((await row(asset.id)).passwordHash).toMatch(new RegExp(`^argon2id\\$v=19,m=${memoryKiB},t=${iterations},p=${parallelism}\\$`));
+    expect(memoryKiB).toBeGreaterThanOrEqual(19 * 1024);
     expect(await storedPasswordIs(asset.id, password)).toBe(true);
   });
 
@@ -170,7 +170,7 @@ describe('change-password: generated password', () => {
     expect(data.id).toBe(asset.id);
     expect(data.password).toMatch(pattern);
     expect(await storedPasswordIs(asset.id, data.password)).toBe(true);
-    // Generated: a fast salted HMAC, never the scrypt a person's password gets (contract §7).
+    // Generated: a fast salted HMAC, never the argon2id a person's password gets (contract §7).
     expect((await row(asset.id)).passwordHash).toMatch(/^hmac-sha256\$/);
     const trail = await audits(asset.id);
     expect(trail).toHaveLength(1);

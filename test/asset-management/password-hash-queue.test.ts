@@ -1,12 +1,11 @@
-// Password hashing runs with bounded concurrency (contract §9): every scrypt run of the process,
+// Password hashing runs with bounded concurrency (contract §9): every slow hash of the process,
 // hashing and verification alike, takes its turn in one queue.
 import { availableParallelism } from 'node:os';
 import { setImmediate as tick } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import { HASH_CONCURRENCY, hashConcurrency, passwordHashQueue, stationLoginQueue } from '../../src/asset-management/password-hash-queue.js';
-import { hashPassword, verifyPassword, verifyStationPassword, type ScryptParams } from '../../src/asset-management/passwords.js';
-
-const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
+import { hashScryptPassword, hashSuppliedPassword, verifyPassword, verifyStationPassword } from '../../src/asset-management/passwords.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 // A task that holds its place in the queue until released.
 function gate() {
@@ -56,21 +55,24 @@ describe('the password hashing queue', () => {
 
   it('hashing and verifying wait for a free place: neither runs beside a full queue', async () => {
     const password = 'Queued-Password-1234';
-    const encoded = await hashPassword(password, FAST);
+    const encoded = await hashSuppliedPassword(password, CHEAP_HASH);
+    const legacy = await hashScryptPassword(password, { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 });
     const holders = Array.from({ length: HASH_CONCURRENCY }, gate);
     const held = holders.map((g) => passwordHashQueue(() => g.opened));
     await tick();
     expect(passwordHashQueue.activeCount).toBe(HASH_CONCURRENCY);
 
-    const hashing = hashPassword(password, FAST);
+    const hashing = hashSuppliedPassword(password, CHEAP_HASH);
     const verifying = verifyPassword(password, encoded);
+    const verifyingLegacy = verifyPassword(password, legacy);
     await tick();
-    expect(passwordHashQueue.pendingCount).toBe(2);
+    expect(passwordHashQueue.pendingCount).toBe(3);
     expect(passwordHashQueue.activeCount).toBe(HASH_CONCURRENCY);
 
     for (const g of holders) g.open();
     await Promise.all(held);
     await expect(verifying).resolves.toBe(true);
+    await expect(verifyingLegacy).resolves.toBe(true);
     await expect(verifyPassword(password, await hashing)).resolves.toBe(true);
     expect(passwordHashQueue.activeCount + passwordHashQueue.pendingCount).toBe(0);
   });
@@ -81,6 +83,7 @@ describe('the password hashing queue', () => {
     await tick();
     // With every place taken, an answer can only come from outside the queue.
     await expect(verifyPassword('whatever-password', 'scrypt$N=1000,r=8,p=1$AAAA$AAAA')).resolves.toBe(false);
+    await expect(verifyPassword('whatever-password', 'argon2id$v=19,m=4,t=1,p=1$AAAA$AAAA')).resolves.toBe(false);
     expect(passwordHashQueue.pendingCount).toBe(0);
     for (const g of holders) g.open();
     await Promise.all(held);
@@ -88,9 +91,9 @@ describe('the password hashing queue', () => {
 });
 
 describe('station logins', () => {
-  it('a storm of scrypt logins waits in its own queue: a password change joins the hashing queue behind at most one round of them', async () => {
+  it('a storm of slow-hash logins waits in its own queue: a password change joins the hashing queue behind at most one round of them', async () => {
     const password = 'Storm-Password-123456';
-    const encoded = await hashPassword(password, FAST);
+    const encoded = await hashSuppliedPassword(password, CHEAP_HASH);
     // The hashing queue is held first, so where each call waits is counted before any hash runs.
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
@@ -100,7 +103,7 @@ describe('station logins', () => {
     // One round of logins waits for the hashing queue; the rest of the storm waits in its own.
     expect(stationLoginQueue.activeCount).toBe(HASH_CONCURRENCY);
     expect(stationLoginQueue.pendingCount).toBe(HASH_CONCURRENCY * 4);
-    const change = hashPassword('Api-Change-Password-1', FAST);
+    const change = hashSuppliedPassword('Api-Change-Password-1', CHEAP_HASH);
     await tick();
     // Ahead of the change: that one round of logins, never the rest of the storm.
     expect(passwordHashQueue.pendingCount).toBe(HASH_CONCURRENCY + 1);

@@ -2,13 +2,15 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { OCPP_VERSIONS, type OcppVersion } from '../../src/asset-management/asset-management-tables.js';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 import {
-  DEFAULT_SCRYPT_PARAMS,
+  DEFAULT_ARGON2_PARAMS,
   PASSWORD_RULES,
   generatePassword,
   hashAssetPassword,
   hashGeneratedPassword,
-  hashPassword,
+  hashScryptPassword,
+  hashSuppliedPassword,
   passwordProblem,
   passwordScheme,
   stationPasswordText,
@@ -26,7 +28,8 @@ const ALPHABET_201 = LOWER + UPPER + DIGITS + SPECIALS;
 const HEX = '0123456789abcdef';
 const HEX_ANY_CASE = '0123456789abcdefABCDEF';
 
-const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
+// The scheme of supplied passwords before argon2id, at a cost cheap enough for tests.
+const LEGACY_SCRYPT: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
 
 const repeat = (chars: string, length: number): string =>
   Array.from({ length }, (_, i) => chars[i % chars.length]).join('');
@@ -217,11 +220,12 @@ describe('generatePassword', () => {
   });
 });
 
-describe('hashPassword / verifyPassword', () => {
+describe('hashSuppliedPassword (argon2id) / verifyPassword', () => {
   const password = 'aB3*-_=:+|@.xyz0123456789';
 
   it('verifies the password and rejects a different one', async () => {
-    const encoded = await hashPassword(password, FAST);
+    const encoded = await hashSuppliedPassword(password, CHEAP_HASH);
+    expect(passwordScheme(encoded)).toBe('argon2id');
     await expect(verifyPassword(password, encoded)).resolves.toBe(true);
     await expect(verifyPassword(password + 'x', encoded)).resolves.toBe(false);
     await expect(verifyPassword(password.slice(0, -1), encoded)).resolves.toBe(false);
@@ -230,15 +234,15 @@ describe('hashPassword / verifyPassword', () => {
   });
 
   it('salts: two hashes of the same password differ and both verify', async () => {
-    const [a, b] = await Promise.all([hashPassword(password, FAST), hashPassword(password, FAST)]);
+    const [a, b] = await Promise.all([hashSuppliedPassword(password, CHEAP_HASH), hashSuppliedPassword(password, CHEAP_HASH)]);
     expect(a).not.toBe(b);
     await expect(verifyPassword(password, a)).resolves.toBe(true);
     await expect(verifyPassword(password, b)).resolves.toBe(true);
   });
 
   it('records its parameters, so a hash made with other parameters still verifies', async () => {
-    const encoded = await hashPassword(password, { N: 2048, r: 4, p: 2, keyLength: 64, saltLength: 32 });
-    expect(encoded).toMatch(/^scrypt\$N=2048,r=4,p=2\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/);
+    const encoded = await hashSuppliedPassword(password, { memoryKiB: 256, iterations: 3, parallelism: 2, hashLength: 64, saltLength: 32 });
+    expect(encoded).toMatch(/^argon2id\$v=19,m=256,t=3,p=2\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/);
     const [, , salt, key] = encoded.split('$');
     expect(Buffer.from(salt!, 'base64')).toHaveLength(32);
     expect(Buffer.from(key!, 'base64')).toHaveLength(64);
@@ -248,15 +252,15 @@ describe('hashPassword / verifyPassword', () => {
   it('never contains the password', async () => {
     for (const version of OCPP_VERSIONS) {
       const secret = generatePassword(version);
-      const encoded = await hashPassword(secret, FAST);
+      const encoded = await hashSuppliedPassword(secret, CHEAP_HASH);
       expect(encoded).not.toContain(secret);
       expect(encoded).not.toContain(Buffer.from(secret).toString('base64'));
       expect(encoded).not.toContain(Buffer.from(secret).toString('hex'));
     }
   });
 
-  it('returns false, without throwing, for malformed encoded strings', async () => {
-    const good = await hashPassword(password, FAST);
+  it('returns false, without throwing or hashing, for malformed or planted encoded strings', async () => {
+    const good = await hashSuppliedPassword(password, CHEAP_HASH);
     const [, , salt, key] = good.split('$');
     const malformed: unknown[] = [
       '',
@@ -266,7 +270,99 @@ describe('hashPassword / verifyPassword', () => {
       good.slice(0, -3),
       good.replace(/=+$/, ''), // unpadded base64 does not round-trip
       good + '$',
-      good.replace('scrypt$', 'argon2id$'),
+      good.replace('argon2id$', 'argon2i$'),
+      good.replace('argon2id$', 'argon2d$'),
+      good.replace('v=19', 'v=16'),
+      good.replace('m=64', 'm=0'),
+      good.replace('m=64', 'm=4'), // below 8 KiB per lane
+      good.replace('m=64', 'm=064'),
+      good.replace('m=64', 'm=4194304'), // 4 GiB
+      good.replace('t=1', 't=0'),
+      good.replace('t=1', 't=100000'), // minutes of work
+      good.replace('p=1', 'p=0'),
+      good.replace('p=1', 'p=64'),
+      good.replace('m=64,t=1,p=1', 't=1,m=64,p=1'),
+      `argon2id$v=19,m=64,t=1,p=1$$${key}`,
+      `argon2id$v=19,m=64,t=1,p=1$${salt}$`,
+      `argon2id$v=19,m=64,t=1,p=1$${salt}$!!!!`,
+      `argon2id$v=19,m=64,t=1,p=1$${salt}$${key}\n`,
+      `argon2id$v=19,m=64,t=1,p=1$${salt}$${Buffer.alloc(4).toString('base64')}`, // key too short
+      // The library's own PHC form is not ours: refused rather than read with the library's bounds.
+      `$argon2id$v=19$m=64,t=1,p=1$${salt}$${key}`,
+      null,
+      undefined,
+      42,
+    ];
+    for (const encoded of malformed) {
+      await expect(verifyPassword(password, encoded as string), JSON.stringify(encoded)).resolves.toBe(false);
+    }
+  });
+
+  it('rejects a tampered hash of the right length', async () => {
+    const encoded = await hashSuppliedPassword(password, CHEAP_HASH);
+    const parts = encoded.split('$');
+    const key = Buffer.from(parts[3]!, 'base64');
+    key[0]! ^= 1;
+    parts[3] = key.toString('base64');
+    await expect(verifyPassword(password, parts.join('$'))).resolves.toBe(false);
+  });
+
+  it('refuses parameters outside its bounds when hashing', async () => {
+    await expect(hashSuppliedPassword(password, { ...CHEAP_HASH, memoryKiB: 4 })).rejects.toThrow(RangeError);
+    await expect(hashSuppliedPassword(password, { ...CHEAP_HASH, iterations: 0 })).rejects.toThrow(RangeError);
+    await expect(hashSuppliedPassword(password, { ...CHEAP_HASH, parallelism: 5 })).rejects.toThrow(RangeError);
+    await expect(hashSuppliedPassword(password, { ...CHEAP_HASH, saltLength: 4 })).rejects.toThrow(RangeError);
+    await expect(hashSuppliedPassword(password, { ...CHEAP_HASH, hashLength: 8 })).rejects.toThrow(RangeError);
+  });
+
+  it('works with DEFAULT_ARGON2_PARAMS, at least OWASP’s first argon2id configuration, and records them', async () => {
+    const { memoryKiB, iterations, parallelism } = DEFAULT_ARGON2_PARAMS;
+    // OWASP Password Storage Cheat Sheet: m=19 MiB, t=2, p=1 at the least.
+    expect(memoryKiB).toBeGreaterThanOrEqual(19 * 1024);
+    expect(iterations).toBeGreaterThanOrEqual(2);
+    expect(DEFAULT_ARGON2_PARAMS.saltLength).toBeGreaterThanOrEqual(16);
+    const encoded = await hashSuppliedPassword(password);
+    expect(encoded.startsWith(`argon2id$v=19,m=${memoryKiB},t=${iterations},p=${parallelism}$`)).toBe(true);
+    await expect(verifyPassword(password, encoded)).resolves.toBe(true);
+    await expect(verifyPassword('not-' + password, encoded)).resolves.toBe(false);
+  });
+
+  it('does not block the event loop while hashing with the default parameters', async () => {
+    let ticks = 0;
+    const timer = setInterval(() => {
+      ticks++;
+    }, 2);
+    try {
+      await hashSuppliedPassword(password);
+    } finally {
+      clearInterval(timer);
+    }
+    // A hash on the event loop would leave the timer no chance to fire before it is done.
+    expect(ticks).toBeGreaterThanOrEqual(3);
+  });
+});
+
+describe('scrypt hashes stored before argon2id', () => {
+  const password = 'aB3*-_=:+|@.xyz0123456789';
+
+  it('keep verifying with the parameters they carry, and only for their password', async () => {
+    for (const params of [LEGACY_SCRYPT, { N: 2048, r: 4, p: 2, keyLength: 64, saltLength: 32 }]) {
+      const encoded = await hashScryptPassword(password, params);
+      expect(encoded).toMatch(new RegExp(`^scrypt\\$N=${params.N},r=${params.r},p=${params.p}\\$`));
+      expect(passwordScheme(encoded)).toBe('scrypt');
+      await expect(verifyPassword(password, encoded)).resolves.toBe(true);
+      await expect(verifyPassword(password + 'x', encoded)).resolves.toBe(false);
+      await expect(verifyPassword(password.toUpperCase(), encoded)).resolves.toBe(false);
+    }
+  });
+
+  it('return false, without throwing, when malformed or planted', async () => {
+    const good = await hashScryptPassword(password, LEGACY_SCRYPT);
+    const [, , salt, key] = good.split('$');
+    const malformed: unknown[] = [
+      good.slice(0, -1),
+      good.replace(/=+$/, ''),
+      good + '$',
       good.replace('N=1024', 'N=1000'), // not a power of two
       good.replace('N=1024', 'N=0'),
       good.replace('N=1024', 'N=1'),
@@ -281,53 +377,30 @@ describe('hashPassword / verifyPassword', () => {
       `scrypt$N=1024,r=8,p=1$${salt}$`,
       `scrypt$N=1024,r=8,p=1$${salt}$!!!!`,
       `scrypt$N=1024,r=8,p=1$${salt}$${key}\n`,
-      `scrypt$N=1024,r=8,p=1$${salt}$${Buffer.alloc(4).toString('base64')}`, // key too short
-      null,
-      undefined,
-      42,
+      `scrypt$N=1024,r=8,p=1$${salt}$${Buffer.alloc(4).toString('base64')}`,
     ];
     for (const encoded of malformed) {
       await expect(verifyPassword(password, encoded as string), JSON.stringify(encoded)).resolves.toBe(false);
     }
-  });
-
-  it('rejects a tampered hash of the right length', async () => {
-    const encoded = await hashPassword(password, FAST);
-    const parts = encoded.split('$');
-    const key = Buffer.from(parts[3]!, 'base64');
-    key[0]! ^= 1;
-    parts[3] = key.toString('base64');
+    const parts = good.split('$');
+    const tampered = Buffer.from(parts[3]!, 'base64');
+    tampered[0]! ^= 1;
+    parts[3] = tampered.toString('base64');
     await expect(verifyPassword(password, parts.join('$'))).resolves.toBe(false);
   });
 
-  it('refuses parameters outside its bounds when hashing', async () => {
-    await expect(hashPassword(password, { ...FAST, N: 1000 })).rejects.toThrow(RangeError);
-    await expect(hashPassword(password, { ...FAST, saltLength: 4 })).rejects.toThrow(RangeError);
-    await expect(hashPassword(password, { ...FAST, keyLength: 8 })).rejects.toThrow(RangeError);
+  it('scrypt-hex: a supplied 1.6 key stored as lowercase hex text verifies in either case', async () => {
+    const key = 'ABCDEF0123456789abcdef0123456789AbCdEf01';
+    const encoded16 = `scrypt-hex${(await hashScryptPassword(key.toLowerCase(), LEGACY_SCRYPT)).slice('scrypt'.length)}`;
+    expect(passwordScheme(encoded16)).toBe('scrypt-hex');
+    for (const text of [key, key.toLowerCase(), key.toUpperCase()]) await expect(verifyPassword(text, encoded16)).resolves.toBe(true);
+    await expect(verifyStationPassword('1.6', Buffer.from(key, 'hex'), encoded16)).resolves.toBe(true);
   });
 
-  it('works with DEFAULT_SCRYPT_PARAMS and records them', async () => {
-    const { N, r, p } = DEFAULT_SCRYPT_PARAMS;
-    expect(DEFAULT_SCRYPT_PARAMS.N).toBeGreaterThanOrEqual(2 ** 15);
-    expect(DEFAULT_SCRYPT_PARAMS.saltLength).toBeGreaterThanOrEqual(16);
-    const encoded = await hashPassword(password);
-    expect(encoded.startsWith(`scrypt$N=${N},r=${r},p=${p}$`)).toBe(true);
-    await expect(verifyPassword(password, encoded)).resolves.toBe(true);
-    await expect(verifyPassword('not-' + password, encoded)).resolves.toBe(false);
-  });
-
-  it('does not block the event loop while hashing with the default parameters', async () => {
-    let ticks = 0;
-    const timer = setInterval(() => {
-      ticks++;
-    }, 5);
-    try {
-      await hashPassword(password);
-    } finally {
-      clearInterval(timer);
-    }
-    // A synchronous scrypt would leave the timer no chance to fire before the hash is done.
-    expect(ticks).toBeGreaterThanOrEqual(3);
+  it('refuse parameters outside their bounds when made', async () => {
+    await expect(hashScryptPassword(password, { ...LEGACY_SCRYPT, N: 1000 })).rejects.toThrow(RangeError);
+    await expect(hashScryptPassword(password, { ...LEGACY_SCRYPT, saltLength: 4 })).rejects.toThrow(RangeError);
+    await expect(hashScryptPassword(password, { ...LEGACY_SCRYPT, keyLength: 8 })).rejects.toThrow(RangeError);
   });
 });
 
@@ -360,19 +433,20 @@ describe('hash schemes matched to the secret', () => {
     await Promise.all(held);
   });
 
-  it('a supplied password keeps scrypt; a supplied 1.6 key is stored as lowercase hex text', async () => {
+  it('a supplied password gets argon2id; a supplied 1.6 key is stored as lowercase hex text', async () => {
     const supplied201 = 'Supplied*Password-0123';
-    const encoded201 = await hashAssetPassword('2.0.1', supplied201, { generated: false, scryptParams: FAST });
-    expect(encoded201).toMatch(/^scrypt\$N=1024,r=8,p=1\$/);
+    const encoded201 = await hashAssetPassword('2.0.1', supplied201, { generated: false, passwordHashParams: CHEAP_HASH });
+    expect(encoded201).toMatch(/^argon2id\$v=19,m=64,t=1,p=1\$/);
     await expect(verifyPassword(supplied201, encoded201)).resolves.toBe(true);
     await expect(verifyPassword(supplied201.toLowerCase(), encoded201)).resolves.toBe(false);
 
     const key = 'ABCDEF0123456789abcdef0123456789AbCdEf01';
-    const encoded16 = await hashAssetPassword('1.6', key, { generated: false, scryptParams: FAST });
-    expect(encoded16).toMatch(/^scrypt-hex\$N=1024,r=8,p=1\$/);
-    expect(passwordScheme(encoded16)).toBe('scrypt-hex');
+    const encoded16 = await hashAssetPassword('1.6', key, { generated: false, passwordHashParams: CHEAP_HASH });
+    expect(encoded16).toMatch(/^argon2id-hex\$v=19,m=64,t=1,p=1\$/);
+    expect(passwordScheme(encoded16)).toBe('argon2id-hex');
     for (const text of [key, key.toLowerCase(), key.toUpperCase()]) await expect(verifyPassword(text, encoded16)).resolves.toBe(true);
     await expect(verifyStationPassword('1.6', Buffer.from(key, 'hex'), encoded16)).resolves.toBe(true);
+    await expect(verifyStationPassword('1.6', Buffer.from(key.toUpperCase()), encoded16)).resolves.toBe(true);
   });
 
   it('malformed HMAC hashes are refused without throwing', async () => {
@@ -456,7 +530,7 @@ describe('verifyStationPassword', () => {
   it('a 1.6 key hashed before normalisation keeps verifying, whether it was stored in lower or upper case', async () => {
     const key = randomKey();
     for (const stored of [key.toString('hex'), key.toString('hex').toUpperCase()]) {
-      const legacy = await hashPassword(stored, FAST);
+      const legacy = await hashScryptPassword(stored, LEGACY_SCRYPT);
       expect(passwordScheme(legacy)).toBe('scrypt');
       await expect(verifyStationPassword('1.6', key, legacy)).resolves.toBe(true);
       await expect(verifyStationPassword('1.6', Buffer.from(key.toString('hex').toUpperCase()), legacy)).resolves.toBe(true);

@@ -5,15 +5,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { changeAssetPassword, type StationCommandPort } from '../../src/asset-management/password-rotation-service.js';
-import { verifyPassword, type ScryptParams } from '../../src/asset-management/passwords.js';
+import { verifyPassword } from '../../src/asset-management/passwords.js';
 import { loginSlots, type StationAnswer } from '../../src/asset-management/rotation.js';
 import { checkStationCredential } from '../../src/stations/station-connections.js';
 import { claimStation, findStationLogin, releaseStation } from '../../src/stations/stations-repository.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
-const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
-const t = useTestApp({ scryptParams: FAST });
+const t = useTestApp({ passwordHashParams: CHEAP_HASH });
 const actor = { clientId: 'cli_property', network: null };
 
 const answers: fc.Arbitrary<StationAnswer> = fc.oneof(
@@ -57,7 +57,7 @@ describe('rotation against the database', () => {
             return scripted;
           },
         };
-        const deps = { stations: port, callTimeoutMs: 1000, scryptParams: FAST };
+        const deps = { stations: port, callTimeoutMs: 1000, passwordHashParams: CHEAP_HASH };
         const first = await changeAssetPassword(db, deps, actor, { id: asset.id });
         expect(first.status).toBe(200);
         let mayHold = new Set([first.data.password!]);

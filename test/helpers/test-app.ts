@@ -2,7 +2,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import type { ScryptParams } from '../../src/asset-management/passwords.js';
+import type { Argon2Params } from '../../src/asset-management/passwords.js';
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
 import { createTestDatabase } from './test-database.js';
@@ -32,7 +32,7 @@ export interface TestAppOptions {
   // Let the caller keep and close the database (e.g. to close it under a running app).
   database?: Database;
   // Cheaper password hashes, so HTTP tests of password changes need not spend ~100 ms each.
-  scryptParams?: ScryptParams;
+  passwordHashParams?: Argon2Params;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -56,7 +56,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream, scryptParams: options.scryptParams });
+  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams });
   await options.routes?.(app);
   await app.ready();
   return {

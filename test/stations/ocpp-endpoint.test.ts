@@ -8,7 +8,6 @@ import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
-import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import { claimStation } from '../../src/stations/stations-repository.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
@@ -16,8 +15,8 @@ import { startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { createAsset, siblingApp } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
-const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 let t: TestApp;
@@ -28,7 +27,7 @@ const open: StationClient[] = [];
 beforeAll(async () => {
   t = await createTestApp({
     captureLogs: true,
-    scryptParams: FAST,
+    passwordHashParams: CHEAP_HASH,
     env: {
       // Profile 1 (plain ws://) here; profile 2 has its own test file with a TLS listener.
       OCPP_MIN_SECURITY_PROFILE: '1',
@@ -110,7 +109,7 @@ describe('OCPP 2.0.1 station', () => {
     expect(list.json().data.items).toEqual([expect.objectContaining({ id: s.id, station: expect.objectContaining({ connected: true, vendor: 'Alfen' }) })]);
   });
 
-  it('logs in with a supplied (scrypt) password', async () => {
+  it('logs in with a supplied (argon2id) password', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1', password: 'Supplied:Pass|word-2024' });
     const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
     expect(client.protocol).toBe('ocpp2.0.1');

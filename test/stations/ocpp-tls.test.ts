@@ -8,13 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { listenOcppTls, type OcppTlsListener } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';
 import { provisionStation, refusedWith, stationClient } from '../helpers/station-factory.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
-const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
 
 let t: TestApp;
 let tls: OcppTlsListener;
@@ -34,7 +33,7 @@ beforeAll(async () => {
   ], { stdio: 'ignore' });
   ca = readFileSync(certFile);
   // The default minimum profile, 2.
-  t = await createTestApp({ scryptParams: FAST });
+  t = await createTestApp({ passwordHashParams: CHEAP_HASH });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   tls = await listenOcppTls(t.app, { host: '127.0.0.1', port: 0, certFile, keyFile, requestTimeoutMs: 5000 });
   plain = `ws://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/ocpp`;

@@ -6,12 +6,11 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import { createRPCError } from 'ocpp-rpc';
 import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-tables.js';
-import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { ASSET_WRITER, familyError, siblingApp } from '../helpers/asset-factory.js';
 import { provisionStation, refusedWith, stationClient, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
-const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
 const URL_ = '/asset-management/v1/assets/change-password';
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -22,7 +21,7 @@ const open: StationClient[] = [];
 beforeAll(async () => {
   t = await createTestApp({
     captureLogs: true,
-    scryptParams: FAST,
+    passwordHashParams: CHEAP_HASH,
     env: { OCPP_MIN_SECURITY_PROFILE: '1', OCPP_CALL_TIMEOUT_SECONDS: '1' },
   });
   await t.app.listen({ host: '127.0.0.1', port: 0 });

@@ -7,38 +7,36 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { HASH_CONCURRENCY, passwordHashQueue, stationLoginQueue } from '../../src/asset-management/password-hash-queue.js';
-import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { sql, type Database } from '../../src/db/database.js';
 import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { listPayments, recordPayment } from '../helpers/payments-factory.js';
 import { basic, provisionStation, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
-// Every scrypt run of the process, counted where it starts and while it runs: the one place all
-// password hashing goes through, whichever queue let it in.
-const scryptRuns = vi.hoisted(() => ({ started: 0, running: 0, maxRunning: 0 }));
-vi.mock('node:crypto', async (importOriginal) => {
-  const crypto = await importOriginal<typeof import('node:crypto')>();
-  function countedScrypt(...args: unknown[]) {
-    const callback = args.pop() as (err: Error | null, key: Buffer) => void;
-    scryptRuns.started += 1;
-    scryptRuns.running += 1;
-    scryptRuns.maxRunning = Math.max(scryptRuns.maxRunning, scryptRuns.running);
-    (crypto.scrypt as (...a: unknown[]) => void)(...args, (err: Error | null, key: Buffer) => {
-      scryptRuns.running -= 1;
-      callback(err, key);
-    });
+// Every slow hash (argon2id) of the process, counted where it starts and while it runs: the one
+// place all supplied-password hashing goes through, whichever queue let it in.
+const slowHashRuns = vi.hoisted(() => ({ started: 0, running: 0, maxRunning: 0 }));
+vi.mock('argon2', async (importOriginal) => {
+  const argon2 = (await importOriginal<{ default: typeof import('argon2') }>()).default;
+  async function countedHash(...args: Parameters<typeof argon2.hash>) {
+    slowHashRuns.started += 1;
+    slowHashRuns.running += 1;
+    slowHashRuns.maxRunning = Math.max(slowHashRuns.maxRunning, slowHashRuns.running);
+    try {
+      return await argon2.hash(...args);
+    } finally {
+      slowHashRuns.running -= 1;
+    }
   }
-  return { ...crypto, default: { ...crypto, scrypt: countedScrypt }, scrypt: countedScrypt };
+  return { default: { ...argon2, hash: countedHash } };
 });
 
-function resetScryptRuns(): void {
-  scryptRuns.started = 0;
-  scryptRuns.maxRunning = scryptRuns.running;
+function resetSlowHashRuns(): void {
+  slowHashRuns.started = 0;
+  slowHashRuns.maxRunning = slowHashRuns.running;
 }
 
-// Cheap enough for hundreds of hashes in a test; the verifier reads N/r/p from the stored hash.
-const CHEAP: ScryptParams = { N: 2048, r: 8, p: 1, keyLength: 32, saltLength: 16 };
 // Small, so upgrade requests that never finish arriving are ended within a few seconds.
 const REQUEST_TIMEOUT_MS = 1000;
 
@@ -50,7 +48,7 @@ const open: StationClient[] = [];
 beforeAll(async () => {
   t = await createTestApp({
     captureLogs: true,
-    scryptParams: CHEAP,
+    passwordHashParams: CHEAP_HASH,
     env: { OCPP_MIN_SECURITY_PROFILE: '1', REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) },
   });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
@@ -127,7 +125,7 @@ describe('crowds of refused stations retrying together', () => {
     const other = await createAsset(t, { ocppVersion: '2.0.1', securityProfile: 1 });
     const payment = await recordPayment(t);
     const CROWD = 300;
-    resetScryptRuns();
+    resetSlowHashRuns();
 
     // The hashing queue is held until the whole crowd has queued, so the API calls below meet
     // the storm at its largest whatever the speed of the machine.
@@ -164,8 +162,8 @@ describe('crowds of refused stations retrying together', () => {
     for (const [name, waiting] of Object.entries(waitingAtAnswer)) expect(waiting, name).toBeGreaterThan(0);
     expect(tally(await Promise.all(crowd))).toEqual({ 401: CROWD });
     // One hash per attempt, plus the password change's.
-    expect(scryptRuns.started).toBe(CROWD + 1);
-    expect(scryptRuns.maxRunning).toBeLessThanOrEqual(HASH_CONCURRENCY);
+    expect(slowHashRuns.started).toBe(CROWD + 1);
+    expect(slowHashRuns.maxRunning).toBeLessThanOrEqual(HASH_CONCURRENCY);
     expect(t.logLines().filter((l) => l.includes('Wrong:Supplied-pass-01') || l.includes('Crowd:Supplied-pass-01'))).toEqual([]);
     // The station itself still gets in.
     expect((await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] })).protocol).toBe('ocpp2.0.1');
@@ -174,7 +172,7 @@ describe('crowds of refused stations retrying together', () => {
   it('stations that hang up while their login waits in the queue cost no hash when their turn comes', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1', password: 'Impatient:Supplied-pass1' });
     const GAVE_UP = 50;
-    resetScryptRuns();
+    resetSlowHashRuns();
     const releases: Array<() => void> = [];
     const held = Array.from({ length: passwordHashQueue.concurrency }, () => passwordHashQueue(() => new Promise<void>((r) => releases.push(r))));
     const sockets = await Promise.all(
@@ -189,17 +187,17 @@ describe('crowds of refused stations retrying together', () => {
     await Promise.all(held);
     await vi.waitFor(() => expect(stationLoginQueue.activeCount + stationLoginQueue.pendingCount).toBe(0), { timeout: 10_000, interval: 10 });
     // Only the logins already past the queue's door when the stations hung up were hashed.
-    expect(scryptRuns.started).toBeLessThanOrEqual(HASH_CONCURRENCY);
+    expect(slowHashRuns.started).toBeLessThanOrEqual(HASH_CONCURRENCY);
     expect(t.logLines().filter((l) => l.includes(s.id) && l.includes('hung up before the login completed')).length).toBe(GAVE_UP);
   });
 
   it('500 unknown identities at once cost no hash at all: all 404', async () => {
-    resetScryptRuns();
+    resetSlowHashRuns();
     const codes = await Promise.all(
       Array.from({ length: 500 }, (_, i) => refusedWith(station({ identity: `CP-unknown-${i}`, password: 'Some:Password-of-16+', protocols: ['ocpp2.0.1'] }))),
     );
     expect(tally(codes)).toEqual({ 404: 500 });
-    expect(scryptRuns.started).toBe(0);
+    expect(slowHashRuns.started).toBe(0);
   });
 });
 

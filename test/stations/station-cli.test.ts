@@ -1,18 +1,17 @@
 // `cli station`: a station played from the command line against a running service.
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { ScryptParams } from '../../src/asset-management/passwords.js';
 import { runStationCommand } from '../../src/stations/station-cli.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { provisionStation } from '../helpers/station-factory.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
-const FAST: ScryptParams = { N: 1024, r: 8, p: 1, keyLength: 32, saltLength: 16 };
 
 let t: TestApp;
 let url: string;
 
 beforeAll(async () => {
-  t = await createTestApp({ scryptParams: FAST, env: { OCPP_MIN_SECURITY_PROFILE: '1' } });
+  t = await createTestApp({ passwordHashParams: CHEAP_HASH, env: { OCPP_MIN_SECURITY_PROFILE: '1' } });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   url = `ws://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/ocpp`;
 });
