@@ -62,15 +62,14 @@ function expectReplay(replay: LightMyRequestResponse, first: LightMyRequestRespo
   expect(first.headers['idempotent-replayed']).toBeUndefined();
 }
 
-async function assetsOf(network: string): Promise<number> {
-  const rows = await t.database.db.execute<{ n: number }>(sql`select count(*)::int as n from assets where network = ${network}`);
-  return rows.rows[0]!.n;
+// The Db type is both drivers' union; both answer { rows }.
+async function count(query: ReturnType<typeof sql>): Promise<number> {
+  const result = (await t.database.db.execute(query)) as unknown as { rows: { n: number }[] };
+  return result.rows[0]!.n;
 }
 
-async function keyRows(k: string): Promise<number> {
-  const rows = await t.database.db.execute<{ n: number }>(sql`select count(*)::int as n from idempotency_keys where key = ${k}`);
-  return rows.rows[0]!.n;
-}
+const assetsOf = (network: string) => count(sql`select count(*)::int as n from assets where network = ${network}`);
+const keyRows = (k: string) => count(sql`select count(*)::int as n from idempotency_keys where key = ${k}`);
 
 // Makes inserts into `table` fail for rows whose `column` is `value`, with the given SQLSTATE.
 async function failInserts(table: 'assets' | 'session_payments', column: string, value: string, sqlstate: string) {
@@ -373,8 +372,7 @@ describe('keys expire after 24 hours', () => {
       removed += batch;
     } while (batch > 0);
     expect(removed).toBeGreaterThanOrEqual(5);
-    const left = await db.execute<{ n: number }>(sql`select count(*)::int as n from idempotency_keys where client_id = ${client}`);
-    expect(left.rows[0]!.n).toBe(0);
+    expect(await count(sql`select count(*)::int as n from idempotency_keys where client_id = ${client}`)).toBe(0);
   });
 });
 
