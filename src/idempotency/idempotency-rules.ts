@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 
 // A key lives this long from its first request; a later reuse is a fresh request (Stripe: 24 h).
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 60 * 60 * 1000;
-export const MAX_KEY_LENGTH = 255;
+const MAX_KEY_LENGTH = 255;
 
 // Printable ASCII, the characters of a Structured Fields string (RFC 8941 §3.3.3); a bare key
 // has no comma, so a repeated header (which arrives joined with ", ") is refused, not merged.

@@ -15,7 +15,7 @@ declare module 'fastify' {
 }
 
 const HEADER = 'idempotency-key';
-export const REPLAYED_HEADER = 'idempotent-replayed';
+const REPLAYED_HEADER = 'idempotent-replayed';
 
 // Added to the schema of every honouring route: validation refuses a malformed key with the
 // family's 400 before a key is taken, and the OpenAPI document shows the header.
