@@ -12,6 +12,9 @@ import errorHandler, { clientErrorHandler, frameworkErrors } from './plugins/err
 import observability from './plugins/observability.js';
 import rateLimit from './plugins/rate-limit.js';
 import openapi from './plugins/openapi.js';
+import idempotency from './plugins/idempotency.js';
+import etag from './plugins/etag.js';
+import { inFlightLeaseMs } from './idempotency/idempotency-rules.js';
 import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
 import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
 import type { Argon2Params } from './asset-management/passwords.js';
@@ -23,6 +26,8 @@ export interface BuildOptions {
   logStream?: Writable;
   // Cheaper password hashes for tests; production keeps DEFAULT_ARGON2_PARAMS.
   passwordHashParams?: Argon2Params;
+  // The clock idempotency keys are claimed and expire by; tests move it past a key's lifetime.
+  clock?: () => Date;
 }
 
 export interface AppServices {
@@ -124,6 +129,9 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(errorHandler);
   await app.register(rateLimit, config.rateLimit);
   await app.register(observability, { database });
+  // Before the routes and the OpenAPI document: both plugins complete the routes that ask for them.
+  await app.register(idempotency, { db: database.db, clock: options.clock ?? (() => new Date()), leaseMs: inFlightLeaseMs(config.database) });
+  await app.register(etag);
   await app.register(openapi, { tokenUrl: `${config.auth.issuer}/oauth/token` });
   // Its start-up work runs under database.withStartupLock, which migrates the database first.
   await app.register(authPlugin, { auth: config.auth, database });

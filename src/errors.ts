@@ -1,7 +1,15 @@
 import type { z } from 'zod';
 
 // Domain errors carry meaning, not HTTP bodies: the error plugin renders them in the family's shape.
-export type ErrorKind = 'bad_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'service_unavailable';
+export type ErrorKind =
+  | 'bad_request'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'unprocessable'
+  | 'service_unavailable';
 
 export interface ValidationIssue {
   code: string;
@@ -60,6 +68,13 @@ export class MethodNotAllowedError extends AppError {
 export class ConflictError extends AppError {
   constructor(message: string, code = 'CONFLICT') {
     super('conflict', message, code);
+  }
+}
+
+// An Idempotency-Key already used, within its lifetime, for a different request (422, contract §4).
+export class IdempotencyKeyReusedError extends AppError {
+  constructor(message: string) {
+    super('unprocessable', message, 'IDEMPOTENCY_KEY_REUSED');
   }
 }
 

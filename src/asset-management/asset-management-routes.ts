@@ -15,9 +15,11 @@ import {
   envelope,
   errorBody,
   idParams,
+  idempotencyKeyReused,
   listAssetsQuery,
   listChargingStationModelsQuery,
   messageBody,
+  notModified,
   page,
 } from './asset-management-schemas.js';
 import { createAsset, getAsset, listAssetsPage } from './assets-service.js';
@@ -50,21 +52,26 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   const r = app.withTypeProvider<ZodTypeProvider>();
   const db = app.services.database.db;
   const { ocppMinSecurityProfile } = app.services.config;
+  // Where a new resource is read: the Location of a 201.
+  const location = (collection: string, id: string) => `${app.prefix}/${collection}/${encodeURIComponent(id)}`;
+  // A 409 of a create may also be its Idempotency-Key in use (CONFLICT / IDEMPOTENCY_KEY_IN_USE).
+  const createErrors = { ...errors, 409: errorBody, 422: idempotencyKeyReused };
 
   r.post(
     '/charging-station-models',
     {
       onRequest: modelWriters,
+      config: { idempotencyKey: 'honoured' },
       schema: {
         tags,
         summary: 'Create a charging station model (admin)',
         body: createChargingStationModelBody,
-        response: { 201: envelope(chargingStationModelOutput), ...errors, 409: errorBody },
+        response: { 201: envelope(chargingStationModelOutput), ...createErrors },
       },
     },
     async (request, reply) => {
       const model = await createChargingStationModel(db, { minSecurityProfile: ocppMinSecurityProfile }, request.body);
-      return reply.code(201).send({ data: model });
+      return reply.code(201).header('location', location('charging-station-models', model.id)).send({ data: model });
     },
   );
 
@@ -88,11 +95,13 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
     '/charging-station-models/:id',
     {
       onRequest: modelReaders,
+      config: { etag: true },
       schema: {
         tags,
         summary: 'Get one charging station model',
+        description: 'The answer carries an ETag; a request whose If-None-Match holds it gets a 304 without a body.',
         params: idParams,
-        response: { 200: envelope(chargingStationModelOutput), ...errors, 404: errorBody },
+        response: { 200: envelope(chargingStationModelOutput), 304: notModified, ...errors, 404: errorBody },
       },
     },
     async (request) => ({ data: await getChargingStationModel(db, request.params.id) }),
@@ -117,16 +126,17 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
     '/assets',
     {
       onRequest: assetWriters,
+      config: { idempotencyKey: 'honoured' },
       schema: {
         tags,
         summary: 'Create an asset',
         body: createAssetBody,
-        response: { 201: envelope(assetOutput), ...errors, 409: errorBody },
+        response: { 201: envelope(assetOutput), ...createErrors },
       },
     },
     async (request, reply) => {
       const asset = await createAsset(db, { minSecurityProfile: ocppMinSecurityProfile }, request.principal, request.body);
-      return reply.code(201).send({ data: asset });
+      return reply.code(201).header('location', location('assets', asset.id)).send({ data: asset });
     },
   );
 
@@ -150,11 +160,13 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
     '/assets/:id',
     {
       onRequest: assetReaders,
+      config: { etag: true },
       schema: {
         tags,
         summary: 'Get one asset',
+        description: 'The answer carries an ETag (it changes with the station\'s state too); a request whose If-None-Match holds it gets a 304 without a body.',
         params: idParams,
-        response: { 200: envelope(assetOutput), ...errors, 404: errorBody },
+        response: { 200: envelope(assetOutput), 304: notModified, ...errors, 404: errorBody },
       },
     },
     async (request) => ({ data: await getAsset(db, request.principal, request.params.id) }),
@@ -164,11 +176,13 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
     '/assets/change-password',
     {
       onRequest: assetWriters,
+      // Its answer may carry a generated password, which must never be stored to be replayed.
+      config: { idempotencyKey: 'refused' },
       schema: {
         tags,
         summary: 'Change the password of an asset; omit password to have one generated (shown once)',
         description:
-          'A station that has logged in before gets the password over OCPP, and it is stored only when the station accepts it (200); an unknown outcome is a 202 with both passwords accepted until the station logs in with one.',
+          'A station that has logged in before gets the password over OCPP, and it is stored only when the station accepts it (200); an unknown outcome is a 202 with both passwords accepted until the station logs in with one. A request with an Idempotency-Key is a 400: the answer may carry a generated password, which is never stored, so it could not be replayed.',
         body: changePasswordBody,
         response: {
           200: envelope(changePasswordOutput),

@@ -230,3 +230,6 @@ export const changePasswordConflict = errorBody
   });
 
 export const messageBody = z.object({ message: z.string() });
+
+export const idempotencyKeyReused = errorBody.describe('UNPROCESSABLE_ENTITY / IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was already used for a different request');
+export const notModified = z.null().describe('Not modified: the resource still has the ETag given in If-None-Match');

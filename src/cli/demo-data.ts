@@ -165,10 +165,10 @@ export async function seedDemoData(
     }
     summary.recorded += 1;
     if (collectAfterMinutes !== null) {
-      // The service answers JSON text; a demo run can afford to read two fields back out of it.
-      const recorded = JSON.parse(payment) as Pick<SessionPayment, 'id' | 'recordedAt'>;
+      // The service answers JSON text; a demo run can afford to read a field back out of it.
+      const recorded = JSON.parse(payment.json) as Pick<SessionPayment, 'recordedAt'>;
       const collectedAt = new Date(Date.parse(recorded.recordedAt) + collectAfterMinutes * 60_000);
-      await collectSessionPayment(db, everyNetwork, recorded.id, collectedAt);
+      await collectSessionPayment(db, everyNetwork, payment.id, collectedAt);
       summary.collected += 1;
     }
   }

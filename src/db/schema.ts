@@ -4,3 +4,4 @@ export * from '../auth/auth-tables.js';
 export * from '../payments/payments-tables.js';
 export * from '../asset-management/asset-management-tables.js';
 export * from '../stations/stations-tables.js';
+export * from '../idempotency/idempotency-tables.js';

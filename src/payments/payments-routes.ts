@@ -10,8 +10,10 @@ import {
   collectBodySchema,
   conflictResponse,
   errorResponses,
+  idempotencyKeyReusedResponse,
   listQuerySchema,
   notFoundResponse,
+  notModifiedResponse,
   paymentIdParamsSchema,
   recordBodySchema,
   sessionPaymentSchema,
@@ -56,15 +58,20 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
     },
   );
 
+  // Where a payment is read: the Location of a recorded one.
+  const paymentPath = (id: string) => `${app.prefix}/session-payments/${encodeURIComponent(id)}`;
+
   routes.get(
     '/session-payments/:id',
     {
       onRequest: readers,
+      config: { etag: true },
       schema: {
         tags,
         summary: 'Read one session payment',
+        description: 'The answer carries an ETag; a request whose If-None-Match holds it gets a 304 without a body.',
         params: paymentIdParamsSchema,
-        response: { 200: sessionPaymentSchema, ...errorResponses, 404: notFoundResponse },
+        response: { 200: sessionPaymentSchema, 304: notModifiedResponse, ...errorResponses, 404: notFoundResponse },
       },
     },
     async (request, reply) => sendPayment(reply, await service.getSessionPayment(db, request.principal, request.params.id)),
@@ -74,16 +81,25 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
     '/session-payments',
     {
       onRequest: writers,
+      config: { idempotencyKey: 'honoured' },
       schema: {
         tags,
         summary: 'Record the payment of a session',
         description:
-          'Records the payment of one charging session and derives its pre-tax figures, taxes, discount and billed amount. A session has at most one payment. A network-scoped token may record for its own network only.',
+          'Records the payment of one charging session and derives its pre-tax figures, taxes, discount and billed amount. A session has at most one payment. A network-scoped token may record for its own network only. The answer carries the payment\'s URL in Location.',
         body: recordBodySchema,
-        response: { 201: sessionPaymentSchema, ...errorResponses, 409: conflictResponse('The session already has a payment') },
+        response: {
+          201: sessionPaymentSchema,
+          ...errorResponses,
+          409: conflictResponse('The session already has a payment, or the first request with this Idempotency-Key is still being processed'),
+          422: idempotencyKeyReusedResponse,
+        },
       },
     },
-    async (request, reply) => sendPayment(reply.code(201), await service.recordSessionPayment(db, request.principal, request.body)),
+    async (request, reply) => {
+      const { id, json } = await service.recordSessionPayment(db, request.principal, request.body);
+      return sendPayment(reply.code(201).header('location', paymentPath(id)), json);
+    },
   );
 
   await routes.register(async (collect) => {
@@ -105,6 +121,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
       '/session-payments/:id/collect',
       {
         onRequest: writers,
+        config: { idempotencyKey: 'honoured' },
         schema: {
           tags,
           summary: 'Collect a session payment',
@@ -115,7 +132,8 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
             200: sessionPaymentSchema,
             ...errorResponses,
             404: notFoundResponse,
-            409: conflictResponse('The payment is already collected'),
+            409: conflictResponse('The payment is already collected, or the first request with this Idempotency-Key is still being processed'),
+            422: idempotencyKeyReusedResponse,
           },
         },
       },

@@ -248,3 +248,5 @@ export const errorResponses = {
 };
 export const notFoundResponse = coded('NOT_FOUND', 404, 'No such payment visible to this access token');
 export const conflictResponse = (description: string) => coded('CONFLICT', 409, description);
+export const idempotencyKeyReusedResponse = coded('IDEMPOTENCY_KEY_REUSED', 422, 'The Idempotency-Key was already used for a different request');
+export const notModifiedResponse = z.null().meta({ description: 'Not modified: the payment still has the ETag given in If-None-Match' });

@@ -25,7 +25,12 @@ export async function getSessionPayment(db: Executor, scope: NetworkScope, id: s
   return json;
 }
 
-export async function recordSessionPayment(db: Executor, scope: NetworkScope, input: RecordPaymentInput): Promise<SessionPaymentJson> {
+// The new payment's ID (for its URL) and its JSON.
+export async function recordSessionPayment(
+  db: Executor,
+  scope: NetworkScope,
+  input: RecordPaymentInput,
+): Promise<{ id: string; json: SessionPaymentJson }> {
   if (!coversNetwork(scope, input.network)) {
     throw new ForbiddenError(`The access token may record payments for network ${scope.network} only`);
   }
@@ -34,9 +39,10 @@ export async function recordSessionPayment(db: Executor, scope: NetworkScope, in
     const message = `paymentType FREE requires a billed amount of 0, but this session bills ${billing.billedAmount}`;
     throw new BadRequestError(message, [{ code: 'custom', message, path: ['paymentType'] }]);
   }
+  const id = newId('pmt');
   try {
-    return await payments.insertPayment(db, {
-      id: newId('pmt'),
+    const json = await payments.insertPayment(db, {
+      id,
       network: input.network,
       session: input.session,
       sitePartners: input.sitePartners,
@@ -45,6 +51,7 @@ export async function recordSessionPayment(db: Executor, scope: NetworkScope, in
       ...payments.billedColumns(input, billing),
       recordedAt: input.recordedAt,
     });
+    return { id, json };
   } catch (error) {
     // The unique index decides, so two concurrent records of one session cannot both succeed.
     if (isUniqueViolation(error, 'session_payments_session_key')) {

@@ -37,6 +37,7 @@ const ASSET_TYPES: Record<number, string> = {
   404: 'NOT_FOUND',
   405: 'METHOD_NOT_ALLOWED',
   409: 'CONFLICT',
+  422: 'UNPROCESSABLE_ENTITY',
   500: 'INTERNAL_ERROR',
   408: 'REQUEST_TIMEOUT',
   503: 'SERVICE_UNAVAILABLE',
@@ -47,6 +48,7 @@ const PAYMENT_CODES: Record<number, string> = {
   404: 'NOT_FOUND',
   405: 'METHOD_NOT_ALLOWED',
   409: 'CONFLICT',
+  422: 'IDEMPOTENCY_KEY_REUSED',
   500: 'INTERNAL_SERVER_ERROR',
   408: 'REQUEST_TIMEOUT',
   503: 'SERVICE_UNAVAILABLE',
@@ -125,7 +127,7 @@ function render(error: unknown): Rendered {
     return { status: 400, message, code: 'INVALID_REQUEST_PARAMETERS', issues };
   }
   if (error instanceof AppError) {
-    const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, method_not_allowed: 405, conflict: 409, service_unavailable: 503 }[error.kind];
+    const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, method_not_allowed: 405, conflict: 409, unprocessable: 422, service_unavailable: 503 }[error.kind];
     const issues = error.issues && boundIssues(error.issues);
     const message = error.kind === 'bad_request' && issues?.length ? describeIssues(issues, error.issues!.length > issues.length) : error.message;
     return { status, message, code: error.code, issues };

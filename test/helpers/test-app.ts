@@ -33,6 +33,8 @@ export interface TestAppOptions {
   database?: Database;
   // Cheaper password hashes, so HTTP tests of password changes need not spend ~100 ms each.
   passwordHashParams?: Argon2Params;
+  // The clock idempotency keys live by (default: the real one).
+  clock?: () => Date;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -56,7 +58,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams });
+  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock });
   await options.routes?.(app);
   await app.ready();
   return {

@@ -138,7 +138,7 @@ describe('one rendering of a payment', () => {
     // not depend on it.
     const text = await t.database.db.transaction(async (tx) => {
       await tx.execute(sql`SET LOCAL extra_float_digits = 0`);
-      return recordSessionPayment(tx, { network: null }, input);
+      return (await recordSessionPayment(tx, { network: null }, input)).json;
     });
     const payment = await expectOneRendering(text);
     expect(payment.usages).toEqual(body.usages);
