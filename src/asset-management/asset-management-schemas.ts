@@ -155,7 +155,7 @@ export const listAssetsQuery = pageQuery.extend({ network: networkSchema.optiona
 export const idParams = z.object({ id: idSchema }).strict();
 
 // No body, or an empty object; anything else is an unknown field.
-export const emptyBody = z.object({}).strict().nullish();
+export const emptyBody = z.object({}).strict().nullish().meta({ examples: [{}] });
 
 export const createAssetBody = z
   .object({

@@ -31,12 +31,11 @@ const TAGS = [
   { name: 'payments', description: 'Session payments: `/payments/v1`. Errors: `{ code, message, status }`; a 400 is the ZodError body.' },
   { name: 'asset-management', description: 'Charging station models and assets: `/asset-management/v1`. Errors: `{ type, code, message }`; 401 and 403 are `{ message }`.' },
   { name: 'oauth', description: 'The embedded OAuth 2.0 authorization server (client credentials grant, RFC 6749 §4.4). Errors per RFC 6749 §5.2.' },
-  { name: 'operations', description: 'Probes for load balancers and orchestrators.' },
 ];
 
 const DESCRIPTION = `Session payments, charging station models and asset passwords of an EV charging network.
 
-Every operation but the token endpoint, the key documents and the probes needs \`Authorization: Bearer <access token>\`.
+Every operation but the token endpoint and the key documents needs \`Authorization: Bearer <access token>\`.
 With the embedded issuer, get a token with the client credentials grant at \`/oauth/token\` (on this page: **Authorize**, \`oauth2\`,
 with a client id and secret from \`npm run cli -- clients create\`). Checks run in the order token (401), scope or role (403), request (400).
 
