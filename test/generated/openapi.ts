@@ -1921,6 +1921,7 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {} */
                 "application/json": Record<string, never> | null;
             };
         };
