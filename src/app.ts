@@ -8,6 +8,7 @@ import type { AppConfig } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
 import { RequestValidationError } from './errors.js';
 import authPlugin from './auth/auth-plugin.js';
+import { OAUTH_PREFIX } from './auth/oauth-routes.js';
 import errorHandler, { clientErrorHandler, frameworkErrors } from './plugins/error-handler.js';
 import observability from './plugins/observability.js';
 import rateLimit from './plugins/rate-limit.js';
@@ -132,7 +133,10 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   // Before the routes and the OpenAPI document: both plugins complete the routes that ask for them.
   await app.register(idempotency, { db: database.db, clock: options.clock ?? (() => new Date()), leaseMs: inFlightLeaseMs(config.database) });
   await app.register(etag);
-  await app.register(openapi, { tokenUrl: `${config.auth.issuer}/oauth/token` });
+  // The embedded issuer's token endpoint is this server's own, so the page names it relatively;
+  // an external provider's follows spec §5 ({auth_url}/oauth/token).
+  const tokenPath = `${OAUTH_PREFIX}/token`;
+  await app.register(openapi, { tokenUrl: config.auth.mode === 'embedded' ? tokenPath : `${config.auth.issuer}${tokenPath}` });
   // Its start-up work runs under database.withStartupLock, which migrates the database first.
   await app.register(authPlugin, { auth: config.auth, database });
 

@@ -3,9 +3,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
 import { renderAssetManagementError } from '../plugins/error-handler.js';
 import {
+  assetManagementResponses,
   assetOutput,
   changePasswordBody,
-  changePasswordConflict,
   changePasswordOutput,
   changePasswordUnconfirmedOutput,
   chargingStationModelOutput,
@@ -13,24 +13,30 @@ import {
   createChargingStationModelBody,
   emptyBody,
   envelope,
-  errorBody,
   idParams,
-  idempotencyKeyReused,
   listAssetsQuery,
   listChargingStationModelsQuery,
-  messageBody,
   notModified,
   page,
 } from './asset-management-schemas.js';
-import { createAsset, getAsset, listAssetsPage } from './assets-service.js';
-import { changeAssetPassword } from './password-rotation-service.js';
+import { ASSET_ALREADY_EXISTS, ASSET_NOT_FOUND, createAsset, getAsset, listAssetsPage } from './assets-service.js';
+import { PASSWORD_CHANGE_IN_PROGRESS, STATION_OFFLINE, STATION_REJECTED, changeAssetPassword } from './password-rotation-service.js';
 import type { Argon2Params } from './passwords.js';
-import { archiveModel, createChargingStationModel, getChargingStationModel, listModels } from './charging-station-models-service.js';
+import {
+  CHARGING_STATION_MODEL_ALREADY_EXISTS,
+  CHARGING_STATION_MODEL_NOT_FOUND,
+  archiveModel,
+  createChargingStationModel,
+  getChargingStationModel,
+  listModels,
+} from './charging-station-models-service.js';
+import { CONFLICTING_SECURITY_PROFILE_STATE } from './security-profiles.js';
+import { IDEMPOTENCY_KEY_IN_USE } from '../idempotency/idempotency-service.js';
 
 const tags = ['asset-management'];
 
-// 401 and 403 are `{ message }`; everything else in this family is `{ type, code, message }`.
-const errors = { 400: errorBody, 401: messageBody, 403: messageBody, 500: errorBody } as const;
+const modelNotFound = { codes: [CHARGING_STATION_MODEL_NOT_FOUND], means: 'No charging station model with this id' } as const;
+const assetNotFound = { codes: [ASSET_NOT_FOUND], means: 'No asset with this id visible to this access token' } as const;
 
 // Hooks run in order after authentication, so the order of checks is 401 → 403 → 400 (validation).
 const modelWriters = [requireScope('write:chargingstationmodel'), requireAdmin({ allNetworks: true })];
@@ -54,8 +60,6 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
   const { ocppMinSecurityProfile } = app.services.config;
   // Where a new resource is read: the Location of a 201.
   const location = (collection: string, id: string) => `${app.prefix}/${collection}/${encodeURIComponent(id)}`;
-  // A 409 of a create may also be its Idempotency-Key in use (CONFLICT / IDEMPOTENCY_KEY_IN_USE).
-  const createErrors = { ...errors, 409: errorBody, 422: idempotencyKeyReused };
 
   r.post(
     '/charging-station-models',
@@ -64,9 +68,22 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       config: { idempotencyKey: 'honoured' },
       schema: {
         tags,
+        operationId: 'createChargingStationModel',
         summary: 'Create a charging station model (admin)',
+        description:
+          'Adds a model to the catalogue every network shares. Vendor and model are unique together, compared case-insensitively. A `ws://` OCPP URL needs a minimum security profile of 1.',
         body: createChargingStationModelBody,
-        response: { 201: envelope(chargingStationModelOutput), ...createErrors },
+        response: assetManagementResponses(
+          { 201: envelope(chargingStationModelOutput) },
+          {
+            409: {
+              codes: [CHARGING_STATION_MODEL_ALREADY_EXISTS, CONFLICTING_SECURITY_PROFILE_STATE, IDEMPOTENCY_KEY_IN_USE],
+              means:
+                'A model of this vendor and model exists already, or its OCPP URL needs less security than the network requires, or the first request with this Idempotency-Key is still being processed',
+            },
+            idempotencyKey: true,
+          },
+        ),
       },
     },
     async (request, reply) => {
@@ -81,9 +98,11 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       onRequest: modelReaders,
       schema: {
         tags,
+        operationId: 'listChargingStationModels',
         summary: 'List charging station models, oldest first',
+        description: 'One page of the catalogue; `hasMore` says whether another follows (ask for it with `startingAfter` = the last id). Archived models only with `includeArchived=true`.',
         querystring: listChargingStationModelsQuery,
-        response: { 200: page(chargingStationModelOutput), ...errors },
+        response: assetManagementResponses({ 200: page(chargingStationModelOutput) }),
       },
     },
     async (request) => {
@@ -98,10 +117,11 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       config: { etag: true },
       schema: {
         tags,
+        operationId: 'getChargingStationModel',
         summary: 'Get one charging station model',
-        description: 'The answer carries an ETag; a request whose If-None-Match holds it gets a 304 without a body.',
+        description: 'Returns one model by its id, archived or not. The answer carries an ETag; a request whose If-None-Match holds it gets a 304 without a body.',
         params: idParams,
-        response: { 200: envelope(chargingStationModelOutput), 304: notModified, ...errors, 404: errorBody },
+        response: assetManagementResponses({ 200: envelope(chargingStationModelOutput), 304: notModified }, { 404: modelNotFound }),
       },
     },
     async (request) => ({ data: await getChargingStationModel(db, request.params.id) }),
@@ -113,10 +133,12 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       onRequest: modelWriters,
       schema: {
         tags,
+        operationId: 'archiveChargingStationModel',
         summary: 'Archive a charging station model (admin; repeating it is harmless)',
+        description: 'Hides the model from the list (unless `includeArchived=true`) and from new assets; assets that use it keep it. The body is optional.',
         params: idParams,
         body: emptyBody,
-        response: { 200: envelope(chargingStationModelOutput), ...errors, 404: errorBody },
+        response: assetManagementResponses({ 200: envelope(chargingStationModelOutput) }, { 404: modelNotFound }),
       },
     },
     async (request) => ({ data: await archiveModel(db, request.params.id) }),
@@ -129,9 +151,22 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       config: { idempotencyKey: 'honoured' },
       schema: {
         tags,
+        operationId: 'createAsset',
         summary: 'Create an asset',
+        description:
+          'Registers a charging station under a network. Its id is the OCPP charge point identity (generated when omitted). It has no password until the first change-password. A network-scoped token may create assets of its own network only.',
         body: createAssetBody,
-        response: { 201: envelope(assetOutput), ...createErrors },
+        response: assetManagementResponses(
+          { 201: envelope(assetOutput) },
+          {
+            409: {
+              codes: [ASSET_ALREADY_EXISTS, CONFLICTING_SECURITY_PROFILE_STATE, IDEMPOTENCY_KEY_IN_USE],
+              means:
+                'An asset with this id exists already, or the security profile is below the network minimum or does not fit the model, or the first request with this Idempotency-Key is still being processed',
+            },
+            idempotencyKey: true,
+          },
+        ),
       },
     },
     async (request, reply) => {
@@ -146,9 +181,11 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       onRequest: assetReaders,
       schema: {
         tags,
+        operationId: 'listAssets',
         summary: 'List assets, ordered by id (a network-scoped token sees only its network)',
+        description: 'One page of assets; `hasMore` says whether another follows (ask for it with `startingAfter` = the last id).',
         querystring: listAssetsQuery,
-        response: { 200: page(assetOutput), ...errors },
+        response: assetManagementResponses({ 200: page(assetOutput) }),
       },
     },
     async (request) => {
@@ -163,10 +200,12 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       config: { etag: true },
       schema: {
         tags,
+        operationId: 'getAsset',
         summary: 'Get one asset',
-        description: 'The answer carries an ETag (it changes with the station\'s state too); a request whose If-None-Match holds it gets a 304 without a body.',
+        description:
+          "Returns one asset with its station connection and latest password change. Another network's asset is a 404 to a network-scoped token. The answer carries an ETag (it changes with the station's state too); a request whose If-None-Match holds it gets a 304 without a body.",
         params: idParams,
-        response: { 200: envelope(assetOutput), 304: notModified, ...errors, 404: errorBody },
+        response: assetManagementResponses({ 200: envelope(assetOutput), 304: notModified }, { 404: assetNotFound }),
       },
     },
     async (request) => ({ data: await getAsset(db, request.principal, request.params.id) }),
@@ -180,17 +219,27 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       config: { idempotencyKey: 'refused' },
       schema: {
         tags,
+        operationId: 'changeAssetPassword',
         summary: 'Change the password of an asset; omit password to have one generated (shown once)',
         description:
           'A station that has logged in before gets the password over OCPP, and it is stored only when the station accepts it (200); an unknown outcome is a 202 with both passwords accepted until the station logs in with one. A request with an Idempotency-Key is a 400: the answer may carry a generated password, which is never stored, so it could not be replayed.',
         body: changePasswordBody,
-        response: {
-          200: envelope(changePasswordOutput),
-          202: envelope(changePasswordUnconfirmedOutput),
-          ...errors,
-          404: errorBody,
-          409: changePasswordConflict,
-        },
+        response: assetManagementResponses(
+          { 200: envelope(changePasswordOutput), 202: envelope(changePasswordUnconfirmedOutput) },
+          {
+            404: assetNotFound,
+            409: {
+              codes: [STATION_REJECTED, STATION_OFFLINE, PASSWORD_CHANGE_IN_PROGRESS, CONFLICTING_SECURITY_PROFILE_STATE],
+              means:
+                'STATION_REJECTED: the station refused, nothing changed; STATION_OFFLINE: logged in before, not connected now (force: true stores anyway); PASSWORD_CHANGE_IN_PROGRESS; CONFLICTING_SECURITY_PROFILE_STATE: profile 3 has no password',
+              examples: [
+                { code: STATION_REJECTED, message: 'The station of asset CP-1 refused the new password: the station answered Rejected; nothing changed' },
+                { code: STATION_OFFLINE, message: 'The station of asset CP-1 is not connected, so it cannot take the new password; nothing changed' },
+                { code: PASSWORD_CHANGE_IN_PROGRESS, message: 'A password change of asset CP-1 is waiting for its station' },
+              ],
+            },
+          },
+        ),
       },
     },
     async (request, reply) => {

@@ -31,6 +31,20 @@ function absoluteUrl(schemes: readonly string[]) {
 
 export const OCPP_URL_MAX = 500;
 
+// Requests that succeed as they stand (each once: a model and an asset id are unique).
+const MODEL_EXAMPLE = {
+  vendor: 'Wallbox',
+  model: 'Pulsar Plus 22',
+  powerType: 'AC_3_PHASE',
+  connectors: [{ id: 1, maxAmperage: 32, maxVoltage: 400, maxPowerWatts: 22000, connectionType: 'IEC_62196_T2', format: 'CABLE' }],
+  configurationKeys: { ocppUrl: 'wss://ocpp.example.com/ocpp' },
+  friendlyName: 'Wallbox Pulsar Plus 22 kW',
+  imageUrl: 'https://images.example.com/pulsar-plus.png',
+};
+const ASSET_EXAMPLE = { id: 'CP-1', network: 'net_1', name: 'Depot bay 1', ocppVersion: '2.0.1', securityProfile: 2 };
+// What the examples are answered with (the generated id and the times of writing aside).
+const WRITTEN_AT = { createdAt: '2025-01-31T18:04:05.123Z', updatedAt: '2025-01-31T18:04:05.123Z' };
+
 export const MAX_CONNECTORS = 32;
 
 // z.number() already refuses NaN and ±Infinity (JSON's 1e400 parses to Infinity).
@@ -76,7 +90,8 @@ export const createChargingStationModelBody = z
     friendlyName: nameSchema(200).optional().describe('defaults to "vendor model"'),
     imageUrl: nameSchema(500).refine(absoluteUrl(['http', 'https']), 'must be an absolute http:// or https:// URL').optional(),
   })
-  .strict();
+  .strict()
+  .meta({ examples: [MODEL_EXAMPLE] });
 
 export type CreateChargingStationModelInput = z.output<typeof createChargingStationModelBody>;
 
@@ -103,6 +118,9 @@ export const chargingStationModelOutput = z.object({
   updatedAt: dateTime,
   friendlyName: z.string(),
   imageUrl: z.string().optional().describe('omitted when the model has no image'),
+}).meta({
+  id: 'ChargingStationModel',
+  examples: [{ id: 'csm_01JJZK6C2B8X5Q4W7R9T3V1N2M', ...MODEL_EXAMPLE, isArchived: false, ...WRITTEN_AT }],
 });
 
 export type ChargingStationModel = z.output<typeof chargingStationModelOutput>;
@@ -137,7 +155,7 @@ export const listAssetsQuery = pageQuery.extend({ network: networkSchema.optiona
 export const idParams = z.object({ id: idSchema }).strict();
 
 // No body, or an empty object; anything else is an unknown field.
-export const emptyBody = z.object({}).strict().nullish();
+export const emptyBody = z.object({}).strict().nullish().meta({ examples: [{}] });
 
 export const createAssetBody = z
   .object({
@@ -151,7 +169,8 @@ export const createAssetBody = z
       .optional()
       .describe('default OCPP_MIN_SECURITY_PROFILE'),
   })
-  .strict();
+  .strict()
+  .meta({ examples: [ASSET_EXAMPLE] });
 
 export type CreateAssetInput = z.output<typeof createAssetBody>;
 
@@ -183,6 +202,9 @@ export const assetOutput = z.object({
   updatedAt: dateTime,
   station: stationOutput.nullable(),
   rotation: rotationOutput.nullable(),
+}).meta({
+  id: 'Asset',
+  examples: [{ ...ASSET_EXAMPLE, chargingStationModelId: null, passwordChangedAt: null, ...WRITTEN_AT, station: null, rotation: null }],
 });
 
 export type Asset = z.output<typeof assetOutput>;
@@ -197,7 +219,8 @@ export const changePasswordBody = z
       .optional()
       .describe('default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand)'),
   })
-  .strict();
+  .strict()
+  .meta({ examples: [{ id: ASSET_EXAMPLE.id }] });
 
 const shownOnce = z.string().optional().describe('present only when the service generated the password');
 
@@ -215,21 +238,50 @@ export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.object(
 
 export const envelope = <T extends z.ZodType>(item: T) => z.object({ data: item });
 
-export const errorBody = z.object({ type: z.string(), code: z.string(), message: z.string() });
-
-export const changePasswordConflict = errorBody
-  .describe(
-    'CONFLICT with code STATION_REJECTED (the station refused: nothing changed), STATION_OFFLINE (logged in before, not connected now; force: true stores anyway), PASSWORD_CHANGE_IN_PROGRESS, or CONFLICTING_SECURITY_PROFILE_STATE (profile 3)',
-  )
-  .meta({
-    examples: [
-      { type: 'CONFLICT', code: 'STATION_REJECTED', message: 'The station of asset CP-1 refused the new password: the station answered Rejected; nothing changed' },
-      { type: 'CONFLICT', code: 'STATION_OFFLINE', message: 'The station of asset CP-1 is not connected, so it cannot take the new password; nothing changed' },
-      { type: 'CONFLICT', code: 'PASSWORD_CHANGE_IN_PROGRESS', message: 'A password change of asset CP-1 is waiting for its station' },
-    ],
-  });
-
 export const messageBody = z.object({ message: z.string() });
 
-export const idempotencyKeyReused = errorBody.describe('UNPROCESSABLE_ENTITY / IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was already used for a different request');
+const typed = (type: string, codes: readonly [string, ...string[]]) => z.object({ type: z.literal(type), code: z.enum(codes), message: z.string() });
+
+// The asset-management family's error bodies by status (spec §7, contract §4): `{ type, code,
+// message }`, but `{ message }` for 401, 403 and 429. The API reference takes every operation's
+// answers from here; an operation names the codes its 404 and 409 carry, and whether it takes an
+// Idempotency-Key (its 422).
+const ASSET_MANAGEMENT_ERRORS = {
+  400: { body: typed('BAD_REQUEST', ['INVALID_REQUEST_PARAMETERS']), means: 'The query, path or body is invalid; the message names every problem' },
+  401: { body: messageBody, means: 'The access token is missing, invalid or expired' },
+  403: { body: messageBody, means: 'The access token lacks the required scope or role' },
+  408: { body: typed('REQUEST_TIMEOUT', ['REQUEST_TIMEOUT']), means: 'The request did not arrive in time' },
+  429: { body: messageBody, means: 'Too many requests; retry after Retry-After seconds' },
+  500: { body: typed('INTERNAL_ERROR', ['INTERNAL_SERVER_ERROR']), means: 'Internal failure (details are in the log, under the request id)' },
+  503: {
+    body: typed('SERVICE_UNAVAILABLE', ['DATABASE_UNAVAILABLE', 'SHUTTING_DOWN']),
+    means: 'The database cannot answer now, or the server is shutting down; retry after Retry-After seconds',
+  },
+} as const;
+
+export interface OwnAnswer {
+  codes: readonly [string, ...string[]];
+  means: string;
+  examples?: { code: string; message: string }[];
+}
+
+// An operation's responses: its success, the family's answers of every operation, its own 404 and
+// 409 with the codes they carry there, and the 422 of a reused Idempotency-Key where it takes one.
+export function assetManagementResponses<Success extends Record<number, z.ZodType>>(
+  success: Success,
+  own: { 404?: OwnAnswer; 409?: OwnAnswer; idempotencyKey?: boolean } = {},
+) {
+  const errors: Record<number, z.ZodType> = {};
+  for (const [status, { body, means }] of Object.entries(ASSET_MANAGEMENT_ERRORS)) errors[Number(status)] = body.describe(means);
+  const types = { 404: 'NOT_FOUND', 409: 'CONFLICT' } as const;
+  for (const status of [404, 409] as const) {
+    const answer = own[status];
+    if (!answer) continue;
+    const body = typed(types[status], answer.codes).describe(answer.means);
+    errors[status] = answer.examples ? body.meta({ examples: answer.examples.map((e) => ({ type: types[status], ...e })) }) : body;
+  }
+  if (own.idempotencyKey) errors[422] = typed('UNPROCESSABLE_ENTITY', ['IDEMPOTENCY_KEY_REUSED']).describe('The Idempotency-Key was already used for a different request');
+  return { ...success, ...errors };
+}
+
 export const notModified = z.null().describe('Not modified: the resource still has the ETag given in If-None-Match');

@@ -167,25 +167,42 @@ export function toPrincipal(payload: Record<string, unknown>, auth: Pick<AppConf
   };
 }
 
+// What a route's access hooks demand, read by the API reference: the hooks are the one source of
+// who may call an operation, and the document says the same.
+export interface AccessRule {
+  // any one of these scopes suffices
+  scopes?: readonly Scope[];
+  admin?: { allNetworks: boolean };
+}
+const accessRules = new WeakMap<object, AccessRule>();
+
+export function accessRuleOf(hook: unknown): AccessRule | undefined {
+  return typeof hook === 'function' ? accessRules.get(hook) : undefined;
+}
+
 export function requireScope(...anyOf: Scope[]): onRequestAsyncHookHandler {
-  return async (request) => {
+  const hook: onRequestAsyncHookHandler = async (request) => {
     if (!anyOf.some((s) => request.principal.scopes.has(s))) {
       throw new ForbiddenError(
         anyOf.length === 1 ? `Access token lacks the scope ${anyOf[0]}` : `Access token needs one of the scopes ${anyOf.join(', ')}`,
       );
     }
   };
+  accessRules.set(hook, { scopes: anyOf });
+  return hook;
 }
 
 // allNetworks: the operation changes what every network shares (the station model catalogue), so
 // an admin whose token is scoped to one network may not perform it.
 export function requireAdmin(options: { allNetworks?: boolean } = {}): onRequestAsyncHookHandler {
-  return async (request) => {
+  const hook: onRequestAsyncHookHandler = async (request) => {
     if (!request.principal.isAdmin) throw new ForbiddenError('Only admins may perform this operation');
     if (options.allNetworks && request.principal.network !== null) {
       throw new ForbiddenError('Only admins without a network claim may perform this operation: it affects every network');
     }
   };
+  accessRules.set(hook, { admin: { allNetworks: options.allNetworks ?? false } });
+  return hook;
 }
 
 export default fp(authPlugin, { name: 'auth' });

@@ -18,7 +18,32 @@ const tokenResponse = z.object({
   scope: z.string(),
 });
 
-const oauthErrorBody = z.object({ error: z.string(), error_description: z.string() });
+const oauthError = (codes: readonly [string, ...string[]], means: string) => z.object({ error: z.enum(codes), error_description: z.string() }).describe(means);
+const message = (means: string) => z.object({ message: z.string() }).describe(means);
+
+// Answers of every public route: rate limit, internal failure, a database that cannot answer now.
+const publicErrors = {
+  429: message('Too many requests; retry after Retry-After seconds'),
+  500: message('Internal failure (details are in the log, under the request id)'),
+  503: message('The database cannot answer now; retry after Retry-After seconds'),
+};
+
+const jwks = z
+  .object({ keys: z.array(z.record(z.string(), z.string()).describe('A public JSON Web Key (kty, kid, alg, use and the key\'s own members)')) })
+  .describe('The public keys (RFC 7517), the current one and those of tokens that may still be valid');
+
+const metadata = z
+  .object({
+    issuer: z.string(),
+    token_endpoint: z.string(),
+    jwks_uri: z.string(),
+    grant_types_supported: z.array(z.string()),
+    token_endpoint_auth_methods_supported: z.array(z.string()),
+    token_endpoint_auth_signing_alg_values_supported: z.array(z.string()),
+    response_types_supported: z.array(z.string()),
+    scopes_supported: z.array(z.string()),
+  })
+  .describe('Authorization server metadata (RFC 8414)');
 
 export const OAUTH_PREFIX = '/oauth';
 
@@ -37,10 +62,21 @@ async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService 
       attachValidation: true,
       schema: {
         tags: ['oauth'],
+        operationId: 'issueToken',
         summary: 'Issue an access token (OAuth 2.0 client credentials grant)',
+        description:
+          'RFC 6749 §4.4. The client authenticates with HTTP Basic (`client_secret_basic`, preferred) or with `client_id` and `client_secret` in the body (`client_secret_post`). Without `scope` the token carries every scope of the client. The answer is never cached (`Cache-Control: no-store`).',
+        consumes: ['application/x-www-form-urlencoded', 'application/json'],
         body: tokenRequestBody,
         querystring: tokenRequestQuery,
-        response: { 200: tokenResponse, 400: oauthErrorBody, 401: oauthErrorBody },
+        response: {
+          200: tokenResponse,
+          400: oauthError(['invalid_request', 'unsupported_grant_type', 'invalid_scope'], 'The request is malformed, the grant type is not client_credentials, or a scope is not the client\'s'),
+          401: oauthError(['invalid_client'], 'Unknown client, wrong secret, or a revoked client'),
+          408: message('The request did not arrive in time'),
+          ...publicErrors,
+          503: oauthError(['temporarily_unavailable'], 'The database cannot answer now; retry after Retry-After seconds'),
+        },
       },
     },
     async (request, reply) => {
@@ -69,7 +105,16 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
 
   r.get(
     '/.well-known/jwks.json',
-    { config: { public: true }, schema: { tags: ['oauth'], summary: 'Public keys that sign access tokens' } },
+    {
+      config: { public: true },
+      schema: {
+        tags: ['oauth'],
+        operationId: 'getJwks',
+        summary: 'Public keys that sign access tokens',
+        description: 'The JSON Web Key Set that verifies the access tokens of the embedded issuer; cacheable for 5 minutes.',
+        response: { 200: jwks, ...publicErrors },
+      },
+    },
     async (_request, reply) => {
       reply.header('cache-control', 'public, max-age=300');
       return publishedJwks(db);
@@ -78,7 +123,16 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
 
   r.get(
     '/.well-known/oauth-authorization-server',
-    { config: { public: true }, schema: { tags: ['oauth'], summary: 'Authorization server metadata (RFC 8414)' } },
+    {
+      config: { public: true },
+      schema: {
+        tags: ['oauth'],
+        operationId: 'getAuthorizationServerMetadata',
+        summary: 'Authorization server metadata (RFC 8414)',
+        description: 'Where the token endpoint and the keys are, and what the issuer supports.',
+        response: { 200: metadata, ...publicErrors },
+      },
+    },
     async () => ({
       issuer: auth.issuer,
       token_endpoint: `${auth.issuer}/oauth/token`,
@@ -87,7 +141,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
       token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
       token_endpoint_auth_signing_alg_values_supported: [auth.signingAlg],
       response_types_supported: ['token'],
-      scopes_supported: SCOPES,
+      scopes_supported: [...SCOPES],
     }),
   );
 }

@@ -43,7 +43,9 @@ export const tokenRequestBody = parameters({
   audience: optional('must name this API when present'),
   client_id: optional('client_secret_post only'),
   client_secret: optional('client_secret_post only'),
-}).describe('application/x-www-form-urlencoded or application/json');
+})
+  .describe('application/x-www-form-urlencoded or application/json')
+  .meta({ examples: [{ grant_type: 'client_credentials', scope: 'read:sessionpayment' }] });
 
 // Parameters belong in the body (RFC 6749 §3.2); anything in the query follows the same rule.
 export const tokenRequestQuery = parameters({});

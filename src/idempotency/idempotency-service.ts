@@ -16,7 +16,7 @@ export interface Claim {
 type Outcome = { kind: 'claimed'; claim: Claim } | { kind: 'replay'; response: StoredResponse };
 
 // The family renders it as its 409: the asset-management code names the reason.
-const IDEMPOTENCY_KEY_IN_USE = 'IDEMPOTENCY_KEY_IN_USE';
+export const IDEMPOTENCY_KEY_IN_USE = 'IDEMPOTENCY_KEY_IN_USE';
 
 function inFlight(): ConflictError {
   return new ConflictError('A request with this Idempotency-Key is still being processed; retry it once that one has finished', IDEMPOTENCY_KEY_IN_USE);

@@ -8,13 +8,10 @@ import * as service from './payments-service.js';
 import {
   MAX_SESSION_IDS,
   collectBodySchema,
-  conflictResponse,
-  errorResponses,
-  idempotencyKeyReusedResponse,
   listQuerySchema,
-  notFoundResponse,
   notModifiedResponse,
   paymentIdParamsSchema,
+  paymentsResponses,
   recordBodySchema,
   sessionPaymentSchema,
   type SessionPayment,
@@ -46,10 +43,11 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
       onRequest: readers,
       schema: {
         tags,
+        operationId: 'listSessionPayments',
         summary: 'List payments for sessions',
         description: `Returns the payments of up to ${MAX_SESSION_IDS} charging sessions, in no particular order. Sessions without a payment are left out. A network-scoped token sees only its network's payments.`,
         querystring: listQuerySchema,
-        response: { 200: z.array(sessionPaymentSchema), ...errorResponses },
+        response: paymentsResponses({ 200: z.array(sessionPaymentSchema).describe('The payments found; empty when none is') }),
       },
     },
     async (request, reply) => {
@@ -68,10 +66,12 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
       config: { etag: true },
       schema: {
         tags,
+        operationId: 'getSessionPayment',
         summary: 'Read one session payment',
-        description: 'The answer carries an ETag; a request whose If-None-Match holds it gets a 304 without a body.',
+        description:
+          "Returns one payment by its id. A network-scoped token sees only its network's payments; another network's is a 404. The answer carries an ETag; a request whose If-None-Match holds it gets a 304 without a body.",
         params: paymentIdParamsSchema,
-        response: { 200: sessionPaymentSchema, 304: notModifiedResponse, ...errorResponses, 404: notFoundResponse },
+        response: paymentsResponses({ 200: sessionPaymentSchema, 304: notModifiedResponse }, { 404: 'No such payment visible to this access token' }),
       },
     },
     async (request, reply) => sendPayment(reply, await service.getSessionPayment(db, request.principal, request.params.id)),
@@ -84,16 +84,15 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
       config: { idempotencyKey: 'honoured' },
       schema: {
         tags,
+        operationId: 'recordSessionPayment',
         summary: 'Record the payment of a session',
         description:
           'Records the payment of one charging session and derives its pre-tax figures, taxes, discount and billed amount. A session has at most one payment. A network-scoped token may record for its own network only. The answer carries the payment\'s URL in Location.',
         body: recordBodySchema,
-        response: {
-          201: sessionPaymentSchema,
-          ...errorResponses,
-          409: conflictResponse('The session already has a payment, or the first request with this Idempotency-Key is still being processed'),
-          422: idempotencyKeyReusedResponse,
-        },
+        response: paymentsResponses(
+          { 201: sessionPaymentSchema },
+          { 409: 'The session already has a payment, or the first request with this Idempotency-Key is still being processed', 422: 'The Idempotency-Key was already used for a different request' },
+        ),
       },
     },
     async (request, reply) => {
@@ -124,17 +123,19 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
         config: { idempotencyKey: 'honoured' },
         schema: {
           tags,
+          operationId: 'collectSessionPayment',
           summary: 'Collect a session payment',
           description: 'Moves a PENDING payment to COLLECTED and sets collectedAt (default now). The body is optional.',
           params: paymentIdParamsSchema,
           body: collectBodySchema,
-          response: {
-            200: sessionPaymentSchema,
-            ...errorResponses,
-            404: notFoundResponse,
-            409: conflictResponse('The payment is already collected, or the first request with this Idempotency-Key is still being processed'),
-            422: idempotencyKeyReusedResponse,
-          },
+          response: paymentsResponses(
+            { 200: sessionPaymentSchema },
+            {
+              404: 'No such payment visible to this access token',
+              409: 'The payment is already collected, or the first request with this Idempotency-Key is still being processed',
+              422: 'The Idempotency-Key was already used for a different request',
+            },
+          ),
         },
       },
       async (request, reply) => sendPayment(reply, await service.collectSessionPayment(db, request.principal, request.params.id, request.body?.collectedAt)),

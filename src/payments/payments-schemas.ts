@@ -13,6 +13,22 @@ export const MAX_SITE_PARTNERS = 50;
 // Clocks of callers drift; a time a little ahead of ours is still "now" to them.
 export const FUTURE_TOLERANCE_MS = 5 * 60 * 1000;
 
+// A request that succeeds as it stands (once per session: the session then has its payment).
+const RECORD_EXAMPLE = {
+  network: 'net_1',
+  session: 'ses_1042',
+  sitePartners: ['sp_1'],
+  location: 'loc_1',
+  currency: 'USD',
+  paymentType: 'DRIVER_ACCOUNT',
+  costs: { energy: 2700, idle: 150, flat: 100, time: 54 },
+  usages: { energy: 20000, time: 3600, idle: 300 },
+  taxConfig: { totalPercentSalesTax: 0.08, energyPerKwhExciseTax: 0.02 },
+  priceAdjustment: { id: 'adj_spring', amount: 20, maxAdjustment: 500 },
+  additionalFee: 100,
+  recordedAt: '2025-01-31T18:04:05.123Z',
+};
+
 const tooLong = (input: string) =>
   ({ code: 'too_big', origin: 'string', maximum: MAX_ID_LENGTH, inclusive: true, input, message: `must be at most ${MAX_ID_LENGTH} characters` }) as const;
 
@@ -60,7 +76,7 @@ export const listQuerySchema = z.object({
     .meta({
       type: 'string',
       description: `Comma-separated session IDs (the parameter may be repeated); at most ${MAX_SESSION_IDS} after duplicates are removed, each at most ${MAX_ID_LENGTH} characters.`,
-      example: 'ses_1,ses_2',
+      example: `${RECORD_EXAMPLE.session},ses_1043`,
     }),
 });
 
@@ -172,7 +188,8 @@ export const recordBodySchema = z
         message: `the costs plus additionalFee add up to ${total}; at most ${MAX_AMOUNT} is allowed`,
       });
     }
-  });
+  })
+  .meta({ examples: [RECORD_EXAMPLE] });
 
 export type RecordPaymentInput = z.output<typeof recordBodySchema>;
 
@@ -181,19 +198,37 @@ export const collectBodySchema = z
   .object({ collectedAt: instant.optional().meta({ description: 'Defaults to now; must not precede recordedAt' }) })
   .strict()
   .nullable()
-  .optional();
+  .optional()
+  .meta({ examples: [{ collectedAt: '2025-01-31T18:30:00.000Z' }] });
 
-export const paymentIdParamsSchema = z.object({ id: unlistedId.meta({ example: 'pmt_01J9Z8Q4W6X3V5T7R9P1N3M5K7' }) });
+export const paymentIdParamsSchema = z.object({ id: unlistedId.meta({ example: 'pmt_01JJZK6C2B8X5Q4W7R9T3V1N2M' }) });
 
 // ---------------------------------------------------------------------------------------------
 // Responses (spec §2.1, fields in the spec's order)
 
+// What the record example above is answered with (the id and the times of writing aside).
+const PAYMENT_EXAMPLE = {
+  id: 'pmt_01JJZK6C2B8X5Q4W7R9T3V1N2M',
+  ...RECORD_EXAMPLE,
+  status: 'PENDING',
+  preTaxChargingSessionCost: 2741,
+  preTaxCosts: { energy: 2460, idle: 139, flat: 93, time: 50 },
+  preTaxAdditionalFee: 93,
+  priceAdjustment: { ...RECORD_EXAMPLE.priceAdjustment, calculatedAdjustment: 500 },
+  taxes: { totalPercentSalesTax: 190, energyPerKwhExciseTax: 40 },
+  totalTaxAmount: 230,
+  billedAmount: 2564,
+  collectedAt: null,
+  createdAt: '2025-01-31T18:04:05.200Z',
+  updatedAt: '2025-01-31T18:04:05.200Z',
+};
+
 const int = z.number().int();
-const dateTime = z.string().meta({ format: 'date-time', example: '2025-01-31T18:04:05.123Z' });
+const dateTime = z.string().meta({ format: 'date-time' });
 
 export const sessionPaymentSchema = z
   .object({
-    id: z.string().meta({ example: 'pmt_01J9Z8Q4W6X3V5T7R9P1N3M5K7' }),
+    id: z.string(),
     network: z.string(),
     session: z.string(),
     sitePartners: z.array(z.string()),
@@ -221,7 +256,11 @@ export const sessionPaymentSchema = z
     createdAt: dateTime,
     updatedAt: dateTime,
   })
-  .meta({ description: 'The payment for one charging session (amounts in minor units of currency)' });
+  .meta({
+    id: 'SessionPayment',
+    description: 'The payment for one charging session (amounts in minor units of currency)',
+    examples: [PAYMENT_EXAMPLE],
+  });
 
 export type SessionPayment = z.output<typeof sessionPaymentSchema>;
 
@@ -233,20 +272,45 @@ export const validationErrorSchema = z
       issues: z.array(z.object({ code: z.string(), message: z.string(), path: z.array(z.union([z.string(), z.number()])) })),
     }),
   })
-  .meta({ description: 'Validation error: one issue per problem found' });
+  .meta({
+    id: 'PaymentsValidationError',
+    description: 'Validation error: one issue per problem found, its path pointing into the query, path or body',
+    examples: [{ success: false, error: { name: 'ZodError', issues: [{ code: 'too_small', message: 'session ID must not be blank', path: ['sessionIds', 1] }] } }],
+  });
 
-export const messageErrorSchema = z.object({ message: z.string() }).meta({ description: 'Access token missing, invalid or expired' });
+const messageOnly = z.object({ message: z.string() });
 
-const coded = (code: string, status: number, description: string) =>
-  z.object({ code: z.literal(code), message: z.string(), status: z.literal(status) }).meta({ description });
+const coded = <Code extends string, Status extends number>(code: Code, status: Status) =>
+  z.object({ code: z.literal(code), message: z.string(), status: z.literal(status) });
 
-export const errorResponses = {
-  400: validationErrorSchema,
-  401: messageErrorSchema,
-  403: coded('FORBIDDEN', 403, 'The access token lacks the required scope, or may not act on this network'),
-  500: coded('INTERNAL_SERVER_ERROR', 500, 'Internal failure'),
-};
-export const notFoundResponse = coded('NOT_FOUND', 404, 'No such payment visible to this access token');
-export const conflictResponse = (description: string) => coded('CONFLICT', 409, description);
-export const idempotencyKeyReusedResponse = coded('IDEMPOTENCY_KEY_REUSED', 422, 'The Idempotency-Key was already used for a different request');
+// The payments family's error bodies by status (spec §7, contract §4), each with what it means
+// when an operation does not say more. The API reference takes every operation's answers from here.
+const PAYMENTS_ERRORS = {
+  400: { body: validationErrorSchema, means: 'The query, path or body is invalid' },
+  401: { body: messageOnly, means: 'The access token is missing, invalid or expired' },
+  403: { body: coded('FORBIDDEN', 403), means: 'The access token lacks the required scope, or may not act on this network' },
+  404: { body: coded('NOT_FOUND', 404), means: 'No such payment visible to this access token' },
+  408: { body: coded('REQUEST_TIMEOUT', 408), means: 'The request did not arrive in time' },
+  409: { body: coded('CONFLICT', 409), means: 'The request conflicts with the state of the payment' },
+  422: { body: coded('IDEMPOTENCY_KEY_REUSED', 422), means: 'The Idempotency-Key was already used for a different request' },
+  429: { body: messageOnly, means: 'Too many requests; retry after Retry-After seconds' },
+  500: { body: coded('INTERNAL_SERVER_ERROR', 500), means: 'Internal failure (details are in the log, under the request id)' },
+  503: { body: coded('SERVICE_UNAVAILABLE', 503), means: 'The database cannot answer now; retry after Retry-After seconds' },
+} as const;
+
+// What every payments operation may answer besides its success.
+const EVERY_OPERATION = [400, 401, 403, 408, 429, 500, 503] as const;
+
+// An operation's responses: its success, the family's answers of every operation, and the ones
+// it names (404, 409, 422) with what they mean there.
+export function paymentsResponses<Success extends Record<number, z.ZodType>>(success: Success, own: Partial<Record<404 | 409 | 422, string>> = {}) {
+  const errors: Partial<Record<keyof typeof PAYMENTS_ERRORS, z.ZodType>> = {};
+  for (const status of EVERY_OPERATION) errors[status] = PAYMENTS_ERRORS[status].body.describe(PAYMENTS_ERRORS[status].means);
+  for (const status of [404, 409, 422] as const) {
+    const means = own[status];
+    if (means) errors[status] = PAYMENTS_ERRORS[status].body.describe(means);
+  }
+  return { ...success, ...errors };
+}
+
 export const notModifiedResponse = z.null().meta({ description: 'Not modified: the payment still has the ETag given in If-None-Match' });
