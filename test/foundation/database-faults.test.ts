@@ -1,12 +1,12 @@
 import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { classifyDatabaseError } from '../../src/db/database.js';
 import { ConflictError, ServiceUnavailableError, UnauthorizedError } from '../../src/errors.js';
 import { paymentBody } from '../helpers/payments-factory.js';
 import { createServerDatabase } from '../helpers/test-database.js';
-import { killProcess, startService } from '../helpers/service-process.js';
+import { bootstrapToken, killProcess, startService } from '../helpers/service-process.js';
 
 
 // What drizzle hands the service: its own error, with the driver's error as `cause`.
@@ -148,21 +148,7 @@ onServer?.('a lost database connection (PostgreSQL)', () => {
       const server = service.child;
       child = server;
       const { base } = service;
-      // The bootstrap banner is printed once the server listens, so wait for it too.
-      await vi.waitFor(() => expect(service.output.stdout).toMatch(/client_secret:/));
-      const stdout = service.output.stdout;
-
-      // The bootstrap admin client, printed once by the server at its first start.
-      const clientId = /client_id:\s+(\S+)/.exec(stdout)?.[1];
-      const clientSecret = /client_secret:\s+(\S+)/.exec(stdout)?.[1];
-      expect(clientId && clientSecret, stdout).toBeTruthy();
-      const tokenAnswer = await call(base, '/oauth/token', {
-        method: 'POST',
-        basic: Buffer.from(`${clientId}:${clientSecret}`).toString('base64'),
-        body: 'grant_type=client_credentials',
-      });
-      expect(tokenAnswer.status).toBe(200);
-      const token = (tokenAnswer.body as { access_token: string }).access_token;
+      const { token } = await bootstrapToken(service);
 
       const created = await call(base, '/asset-management/v1/assets', {
         method: 'POST',

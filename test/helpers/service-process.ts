@@ -83,3 +83,23 @@ export async function startService(env: Record<string, string>) {
   await waitUntilHealthy(async () => (await fetch(`${base}/healthz`)).status, started.child);
   return { ...started, base, endpoint: `ws://127.0.0.1:${port}/ocpp` };
 }
+
+// The bootstrap admin client a first start prints once it listens (so possibly after /healthz
+// first answers), and a token of it with every scope.
+export async function bootstrapToken(service: { base: string; child: ChildProcess; output: { stdout: string } }): Promise<{ clientId: string; clientSecret: string; token: string }> {
+  const deadline = Date.now() + 30_000;
+  let credentials: RegExpExecArray | null;
+  while (!(credentials = /client_id:\s+(\S+)[\s\S]*?client_secret:\s+(\S+)/.exec(service.output.stdout))) {
+    if (service.child.exitCode !== null) throw new Error(`server exited with ${service.child.exitCode} before printing its bootstrap client`);
+    if (Date.now() > deadline) throw new Error(`no bootstrap client printed:\n${service.output.stdout}`);
+    await sleep(50);
+  }
+  const [, clientId, clientSecret] = credentials as unknown as [string, string, string];
+  const res = await fetch(`${service.base}/oauth/token`, {
+    method: 'POST',
+    headers: { authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'grant_type=client_credentials',
+  });
+  if (res.status !== 200) throw new Error(`the bootstrap client got ${res.status} from /oauth/token: ${await res.text()}`);
+  return { clientId, clientSecret, token: ((await res.json()) as { access_token: string }).access_token };
+}

@@ -11,7 +11,7 @@ import { passwordHashQueue } from '../../src/asset-management/password-hash-queu
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import { claimStation } from '../../src/stations/stations-repository.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
-import { startService } from '../helpers/service-process.js';
+import { bootstrapToken, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { createAsset, siblingApp } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
@@ -439,6 +439,7 @@ interface Replica {
   stdout(): string;
   stderr(): string;
   exited: Promise<[number | null, NodeJS.Signals | null]>;
+  service: Awaited<ReturnType<typeof startService>>;
 }
 
 async function startReplica(databaseUrl: string): Promise<Replica> {
@@ -452,7 +453,7 @@ async function startReplica(databaseUrl: string): Promise<Replica> {
     OCPP_LEASE_SECONDS: String(LEASE_SECONDS),
   });
   const exited = r.exited.then(({ code, signal }): [number | null, NodeJS.Signals | null] => [code, signal]);
-  return { child: r.child, base: r.base, endpoint: r.endpoint, stdout: () => r.output.stdout, stderr: () => r.output.stderr, exited };
+  return { child: r.child, base: r.base, endpoint: r.endpoint, stdout: () => r.output.stdout, stderr: () => r.output.stderr, exited, service: r };
 }
 
 async function api(base: string, token: string, path: string, body?: unknown) {
@@ -489,15 +490,7 @@ onServer?.('two service processes on one database (PostgreSQL)', () => {
       dropDatabase = database.drop;
       const a = await startReplica(database.url);
       replicas.push(a);
-      const clientId = /client_id:\s+(\S+)/.exec(a.stdout())?.[1];
-      const clientSecret = /client_secret:\s+(\S+)/.exec(a.stdout())?.[1];
-      expect(clientId && clientSecret, a.stdout()).toBeTruthy();
-      const tokenRes = await fetch(`${a.base}/oauth/token`, {
-        method: 'POST',
-        headers: { authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-        body: 'grant_type=client_credentials',
-      });
-      const token = ((await tokenRes.json()) as { access_token: string }).access_token;
+      const { token } = await bootstrapToken(a.service);
       const b = await startReplica(database.url);
       replicas.push(b);
 

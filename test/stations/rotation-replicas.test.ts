@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import pg from 'pg';
 import { channelOf } from '../../src/stations/command-bus.js';
 import { makeReplicaKeys, open, seal } from '../../src/stations/sealed-box.js';
-import { killProcess, startService } from '../helpers/service-process.js';
+import { bootstrapToken, killProcess, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { stationClient, type StationClient } from '../helpers/station-factory.js';
 
@@ -30,6 +30,7 @@ interface Replica {
   endpoint: string;
   output(): string;
   stderr(): string;
+  service: Awaited<ReturnType<typeof startService>>;
 }
 
 async function startReplica(databaseUrl: string): Promise<Replica> {
@@ -43,7 +44,7 @@ async function startReplica(databaseUrl: string): Promise<Replica> {
     OCPP_LEASE_SECONDS: '2',
     OCPP_CALL_TIMEOUT_SECONDS: '1',
   });
-  return { child: r.child, base: r.base, endpoint: r.endpoint, output: () => r.output.stdout + r.output.stderr, stderr: () => r.output.stderr };
+  return { child: r.child, base: r.base, endpoint: r.endpoint, output: () => r.output.stdout + r.output.stderr, stderr: () => r.output.stderr, service: r };
 }
 
 const onServer = process.env.DATABASE_URL ? describe : undefined;
@@ -110,14 +111,7 @@ onServer?.('password changes across two service processes (PostgreSQL)', () => {
   beforeAll(async () => {
     database = await createServerDatabase();
     a = await startReplica(database.url);
-    const clientId = /client_id:\s+(\S+)/.exec(a.output())?.[1];
-    const clientSecret = /client_secret:\s+(\S+)/.exec(a.output())?.[1];
-    const tokenRes = await fetch(`${a.base}/oauth/token`, {
-      method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-      body: 'grant_type=client_credentials',
-    });
-    token = ((await tokenRes.json()) as { access_token: string }).access_token;
+    ({ token } = await bootstrapToken(a.service));
     b = await startReplica(database.url);
     // What crosses the notification queue, as any session of the database could read it.
     listener = new pg.Client({ connectionString: database.url });
