@@ -26,7 +26,7 @@ import {
   type BenchTarget,
 } from './database.js';
 import { SERVICE_LIST_SQL, normalizeSql } from './list-sql.js';
-import { measureStartMemory, type StartMemory } from './memory.js';
+import { measureStartMemory } from './memory.js';
 import { runClients, runLoad, runPaced, type LoadResult, type RequestShape } from './load.js';
 import { BENCH_DIR, ROOT_DIR, parseOptions, type BenchOptions } from './options.js';
 import { PGBENCH, pgbenchAvailable, runPgbench } from './pgbench.js';
@@ -686,7 +686,7 @@ async function main(): Promise<void> {
   cleanupTasks.push(async () => rmSync(logDir, { recursive: true, force: true }));
 
   // First, on a fresh process and before any load: what a start holds in memory.
-  let memory: StartMemory[] = [];
+  let memory: Awaited<ReturnType<typeof measureStartMemory>> | null = null;
   if (!options.baselineOnly) {
     log('\n== memory at start: peak RSS (VmHWM) and RSS 5 s after /readyz, idle ==');
     memory = await measureStartMemory(databaseUrl, logDir, log);
@@ -878,7 +878,7 @@ async function main(): Promise<void> {
   log('');
   log(`seeding (not benchmarked, incl. VACUUM ANALYZE): ${seedTimes.map((s) => `${fmt.rows(s.from)} -> ${fmt.rows(s.rows)} rows ${s.seconds} s${s.tableSize ? ` (${s.tableSize})` : ''}`).join('; ')}`);
   if (target.kind === 'postgres') log(`PostgreSQL (${postgresMode}): ${Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
-  for (const m of memory) log(`memory at start: ${m.label}: peak ${fmt.mib(m.peakMiB)} MiB, steady ${fmt.mib(m.steadyMiB)} MiB`);
+  for (const m of memory?.starts ?? []) log(`memory at start: ${m.label}: peak ${fmt.mib(m.peakMiB)} MiB, steady ${fmt.mib(m.steadyMiB)} MiB`);
   log(`service peak RSS (VmHWM): ${fmt.mib(serviceHwm)} MiB; list SQL for pgbench: ${sqlCheck}; naive vs service: ${shapeCheck}`);
   log(`load average at end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (the load generator, the servers and PostgreSQL share this machine's ${machine.cores} cores)`);
   for (const n of notes) log(`note: ${n}`);
