@@ -72,7 +72,13 @@ export async function createPgliteTemplate(templateDir: string): Promise<void> {
   makeReadable(work);
   writeFileSync(join(work, MANIFEST), `${JSON.stringify(currentManifest(), null, 2)}\n`);
   rmSync(templateDir, { recursive: true, force: true });
-  renameSync(work, templateDir);
+  try {
+    renameSync(work, templateDir);
+  } catch (error) {
+    // Another build made it between the two calls: theirs is as good as ours.
+    rmSync(work, { recursive: true, force: true });
+    if (!isUsableTemplate(templateDir)) throw error;
+  }
 }
 
 function makeReadable(dir: string): void {
