@@ -2,7 +2,7 @@
 // of running initdb (whose memory peak killed a 512 MB container). What each start costs in
 // memory is measured by `npm run bench -- --memory`; here: the copy is a working database of its
 // own, a copy cut short is completed, and a template that is not this PGlite's is left alone.
-import { cpSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,7 +41,6 @@ describe('the pre-initialised data directory of the embedded database', () => {
     try {
       await first.withStartupLock(async () => undefined);
       expect(existsSync(join(dataDir, MARK))).toBe(true);
-      // The settings reach PostgreSQL, also where the data directory's own postgresql.conf says otherwise.
       expect(await scalar(first, 'SHOW shared_buffers')).toBe('16MB');
       await first.db.execute(sql.raw('CREATE TABLE kept (v text)'));
       await first.db.execute(sql.raw("INSERT INTO kept VALUES ('written on the first start')"));
@@ -60,17 +59,20 @@ describe('the pre-initialised data directory of the embedded database', () => {
     }
   });
 
-  it('is copied again over a copy cut short (no PG_VERSION yet), never over a database', { timeout: 60_000 }, async () => {
+  it('is copied again over a copy cut short (no PG_VERSION yet), never over a database; the settings hold whatever its postgresql.conf says', { timeout: 60_000 }, async () => {
     const dataDir = join(folder(), 'data');
     cpSync(join(template, 'data', 'base'), join(dataDir, 'base'), { recursive: true });
     expect(seedFromTemplate(dataDir, template)).toBe(true);
     expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(true);
     expect(seedFromTemplate(dataDir, template)).toBe(false);
+    // As in a folder made before the settings were the service's: they are passed at every start.
+    appendFileSync(join(dataDir, 'postgresql.conf'), '\nshared_buffers = 128MB\n');
 
     const database = await openDatabase({ dataDir, pgliteTemplateDir: template });
     try {
       await database.withStartupLock(async () => undefined);
       expect(await scalar(database, "SELECT count(*)::int FROM information_schema.tables WHERE table_name = 'session_payments'")).toBe(1);
+      expect(await scalar(database, 'SHOW shared_buffers')).toBe('16MB');
     } finally {
       await database.close();
     }
