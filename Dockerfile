@@ -5,6 +5,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# Also initialises the embedded database's template (dist/pglite-template, ~40 MB): a first start
+# on an empty volume copies it instead of running initdb, whose peak (~700 MB) a 512 MB limit kills.
+# This step itself needs about 700 MB of memory, once, at build time.
 RUN npm run build
 
 FROM node:24-bookworm-slim AS prod-deps

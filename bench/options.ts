@@ -4,6 +4,8 @@ export interface BenchOptions {
   quick: boolean;
   // Only the 100-ID list against the naive server and pgbench (targets a–c): `npm run bench:baseline`.
   baselineOnly: boolean;
+  // Only the server's memory at start (PGlite first and later start, PostgreSQL): `--memory`.
+  memoryOnly: boolean;
   runs: number;
   durationSeconds: number;
   warmupSeconds: number;
@@ -20,14 +22,18 @@ export interface BenchOptions {
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 export const ROOT_DIR = fileURLToPath(new URL('..', import.meta.url));
 
-const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N]
+const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N]
   --quick       10,000 rows only, 5 s per scenario (development)
   --baseline    only the 100-ID list: service vs naive server vs pgbench (targets a-c)
+  --memory      only the server's memory at start: peak and settled RSS of a first start on an
+                empty PGlite folder, a later start, and the same on PostgreSQL (about a minute;
+                the default run measures them first too)
   --runs N      repeat every scenario N times (same server process) and report medians; default 1
   --duration S  seconds per scenario; default 10 (5 with --quick)
   --sizes LIST  payment-table sizes to seed, ascending; default 10000,1000000 (PGlite: 10000)
   --no-build    reuse dist/ instead of running npm run build first
-  --out FILE    where the JSON figures go; default bench/results/latest.json (latest-quick.json with --quick)
+  --out FILE    where the JSON figures go; default bench/results/latest.json (latest-quick.json with
+                --quick, latest-memory.json with --memory)
   --own-postgres  start a throwaway PostgreSQL cluster with the benchmark's settings (shared_buffers
                 that holds the 1M-row table, ...) from this machine's binaries; DATABASE_URL is ignored
   --pool N      database pool size of the service (DATABASE_POOL_MAX) and of the naive server;
@@ -38,6 +44,7 @@ and dropped at the end), otherwise against PGlite in a temporary directory.`;
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
   let quick = false;
   let baselineOnly = false;
+  let memoryOnly = false;
   let runs = 1;
   let duration: number | undefined;
   let sizes: number[] | undefined;
@@ -58,6 +65,9 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
         break;
       case '--baseline':
         baselineOnly = true;
+        break;
+      case '--memory':
+        memoryOnly = true;
         break;
       case '--runs':
         runs = positiveInt(value(), arg, 9);
@@ -101,15 +111,17 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   }
   const defaultSizes = quick || !(databaseUrl || ownPostgres) ? [10_000] : [10_000, 1_000_000];
   const chosenSizes = [...new Set(sizes ?? defaultSizes)].sort((a, b) => a - b);
+  if (memoryOnly && baselineOnly) fail('--memory and --baseline are two separate runs');
   return {
     quick,
     baselineOnly,
+    memoryOnly,
     runs,
     durationSeconds: duration ?? (quick ? 5 : 10),
     warmupSeconds: quick ? 2 : 3,
     sizes: chosenSizes,
     build,
-    out: out ?? `${BENCH_DIR}results/${quick ? 'latest-quick' : 'latest'}.json`,
+    out: out ?? `${BENCH_DIR}results/${memoryOnly ? 'latest-memory' : quick ? 'latest-quick' : 'latest'}.json`,
     databaseUrl,
     ownPostgres,
     poolMax: poolMax ?? 10,

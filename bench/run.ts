@@ -26,6 +26,7 @@ import {
   type BenchTarget,
 } from './database.js';
 import { SERVICE_LIST_SQL, normalizeSql } from './list-sql.js';
+import { measureStartMemory } from './memory.js';
 import { runClients, runLoad, runPaced, type LoadResult, type RequestShape } from './load.js';
 import { BENCH_DIR, ROOT_DIR, parseOptions, type BenchOptions } from './options.js';
 import { PGBENCH, pgbenchAvailable, runPgbench } from './pgbench.js';
@@ -666,7 +667,7 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   log(`charging-network-service benchmark, ${startedAt.toISOString()}`);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}, node ${machine.node}, load average ${machine.loadAverageAtStart.join(' ')}`);
-  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
+  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}${options.memoryOnly ? ', --memory' : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
 
   if (options.build) {
     log('building: npm run build');
@@ -681,6 +682,23 @@ async function main(): Promise<void> {
     databaseUrl = cluster.url;
     log(`PostgreSQL: throwaway cluster in ${cluster.dataDir} on ${new URL(cluster.url).port}, configured by the benchmark (bench/postgres-cluster.ts)`);
   }
+  const logDir = mkdtempSync(join(os.tmpdir(), 'cns-bench-logs-'));
+  cleanupTasks.push(async () => rmSync(logDir, { recursive: true, force: true }));
+
+  // First, on a fresh process and before any load: what a start holds in memory.
+  let memory: Awaited<ReturnType<typeof measureStartMemory>> | null = null;
+  if (!options.baselineOnly) {
+    log('\n== memory at start: peak RSS (VmHWM) and RSS 5 s after /readyz, idle ==');
+    memory = await measureStartMemory(databaseUrl, logDir, log);
+  }
+  if (options.memoryOnly) {
+    const json = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), machine, memory };
+    mkdirSync(dirname(options.out), { recursive: true });
+    writeFileSync(options.out, `${JSON.stringify(json, null, 2)}\n`);
+    log(`\nfigures written to ${options.out}`);
+    return;
+  }
+
   const target = await createBenchTarget(databaseUrl);
   cleanupTasks.push(() => target.drop());
   log(`database: ${target.kind === 'postgres' ? `PostgreSQL, throwaway database ${target.name}` : `PGlite in ${target.name}`}`);
@@ -749,8 +767,6 @@ async function main(): Promise<void> {
   log(`list SQL for pgbench: ${sqlCheck}`);
 
   // Start the compiled server.
-  const logDir = mkdtempSync(join(os.tmpdir(), 'cns-bench-logs-'));
-  cleanupTasks.push(async () => rmSync(logDir, { recursive: true, force: true }));
   const servicePort = await freePort();
   const serverEnv: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
@@ -862,6 +878,7 @@ async function main(): Promise<void> {
   log('');
   log(`seeding (not benchmarked, incl. VACUUM ANALYZE): ${seedTimes.map((s) => `${fmt.rows(s.from)} -> ${fmt.rows(s.rows)} rows ${s.seconds} s${s.tableSize ? ` (${s.tableSize})` : ''}`).join('; ')}`);
   if (target.kind === 'postgres') log(`PostgreSQL (${postgresMode}): ${Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  for (const m of memory?.starts ?? []) log(`memory at start: ${m.label}: peak ${fmt.mib(m.peakMiB)} MiB, steady ${fmt.mib(m.steadyMiB)} MiB`);
   log(`service peak RSS (VmHWM): ${fmt.mib(serviceHwm)} MiB; list SQL for pgbench: ${sqlCheck}; naive vs service: ${shapeCheck}`);
   log(`load average at end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (the load generator, the servers and PostgreSQL share this machine's ${machine.cores} cores)`);
   for (const n of notes) log(`note: ${n}`);
@@ -874,6 +891,7 @@ async function main(): Promise<void> {
     machine: { ...machine, loadAverageAtEnd: os.loadavg().map((l) => Math.round(l * 100) / 100) },
     options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, sizes, poolMax: options.poolMax },
     database: { kind: target.kind, mode: postgresMode, settings, seeding: seedTimes },
+    memory,
     service: { nodeArgs, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
     checks: { listSql: sqlCheck, naiveShape: shapeCheck },
     passwordHash: { argon2id: DEFAULT_ARGON2_PARAMS },

@@ -10,6 +10,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { AppError, ServiceUnavailableError } from '../errors.js';
 import { folderProblem, lockDataDir, type DataDirHolder } from './data-dir-lock.js';
+import { DEFAULT_TEMPLATE_DIR, PGLITE_INITDB_PARAMS, PGLITE_START_PARAMS, seedFromTemplate } from './pglite-template.js';
 import * as schema from './schema.js';
 
 export type Schema = typeof schema;
@@ -43,6 +44,9 @@ export interface DatabaseOptions {
   // An in-memory PGlite starts from this dumped data directory instead of running initdb (tests
   // start hundreds of databases; initdb is ~3 s of each, loading a migrated snapshot ~0.5 s).
   pgliteSnapshot?: Blob | undefined;
+  // An empty dataDir is copied from this pre-initialised data directory (see pglite-template.ts);
+  // without a usable one there, PGlite runs initdb. Default: the one `npm run build` makes.
+  pgliteTemplateDir?: string | undefined;
   // PostgreSQL only (PGlite cannot interrupt a running statement, nor has it a pool to wait for).
   // Unset means no limit: the service passes its configuration, tools (seeding, CLI) may run long.
   statementTimeoutMs?: number | undefined;
@@ -60,7 +64,11 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
         statementTimeoutMs: options.statementTimeoutMs,
         acquireTimeoutMs: options.acquireTimeoutMs,
       })
-    : openPglite(options.dataDir, options.pgliteSnapshot, options.holder ?? 'server');
+    : openPglite(options.dataDir, {
+        snapshot: options.pgliteSnapshot,
+        templateDir: options.pgliteTemplateDir ?? DEFAULT_TEMPLATE_DIR,
+        holder: options.holder ?? 'server',
+      });
 }
 
 // The password goes into the URL here, percent-encoded, so whatever characters it holds reach
@@ -187,11 +195,22 @@ async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   }
 }
 
-async function openPglite(dataDir: string | undefined, snapshot: Blob | undefined, holder: DataDirHolder): Promise<Database> {
+async function openPglite(
+  dataDir: string | undefined,
+  { snapshot, templateDir, holder }: { snapshot: Blob | undefined; templateDir: string; holder: DataDirHolder },
+): Promise<Database> {
   const lock = dataDir ? lockDataDir(dataDir, holder, (line) => process.stderr.write(`${line}\n`)) : undefined;
   let client: PGlite;
   try {
-    client = dataDir ? new PGlite(dataDir) : new PGlite(snapshot ? { loadDataDir: snapshot } : {});
+    const settings = { startParams: PGLITE_START_PARAMS, initDbStartParams: PGLITE_INITDB_PARAMS };
+    if (dataDir) {
+      try {
+        seedFromTemplate(dataDir, templateDir);
+      } catch (error) {
+        throw folderProblem(dataDir, error);
+      }
+    }
+    client = dataDir ? new PGlite(dataDir, settings) : new PGlite({ ...settings, ...(snapshot ? { loadDataDir: snapshot } : {}) });
     await client.waitReady;
   } catch (error) {
     lock?.release();

@@ -21,6 +21,13 @@ describe('bench options', () => {
     expect(parseOptions(['--own-postgres', '--quick'], {}).sizes).toEqual([10_000]);
   });
 
+  it('--memory measures the start only and writes its own file', () => {
+    const options = parseOptions(['--memory'], {});
+    expect(options).toMatchObject({ memoryOnly: true, baselineOnly: false });
+    expect(options.out).toMatch(/results\/latest-memory\.json$/);
+    expect(parseOptions([], {}).memoryOnly).toBe(false);
+  });
+
   it('sorts and de-duplicates sizes', () => {
     expect(parseOptions(['--sizes', '1_000_000,10000,10000'], { DATABASE_URL: LOCAL_URL }).sizes).toEqual([10_000, 1_000_000]);
   });
