@@ -1,7 +1,15 @@
 import type { z } from 'zod';
 
 // Domain errors carry meaning, not HTTP bodies: the error plugin renders them in the family's shape.
-export type ErrorKind = 'bad_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'service_unavailable';
+export type ErrorKind =
+  | 'bad_request'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'too_many_requests'
+  | 'service_unavailable';
 
 export interface ValidationIssue {
   code: string;
@@ -60,6 +68,13 @@ export class MethodNotAllowedError extends AppError {
 export class ConflictError extends AppError {
   constructor(message: string, code = 'CONFLICT') {
     super('conflict', message, code);
+  }
+}
+
+// The caller's rate-limit bucket is empty; Retry-After and the RateLimit fields say when it refills.
+export class TooManyRequestsError extends AppError {
+  constructor(retryAfterSeconds: number) {
+    super('too_many_requests', `Too many requests; retry in ${retryAfterSeconds} s`, 'TOO_MANY_REQUESTS');
   }
 }
 
