@@ -87,6 +87,9 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
           request.log.info({ clientId: principal.clientId }, 'access token of a revoked client');
           throw new UnauthorizedError('Access token belongs to a revoked client');
         }
+        // Known from here on, also to a request the rate limiter refuses before authentication
+        // completes: its log line still names the client.
+        request.principal = principal;
         return principal;
       })();
       verifications.set(request, verification);
@@ -123,7 +126,7 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
 
   app.addHook('onRequest', async (request) => {
     if (request.is404 || request.routeOptions.config.public === true) return;
-    request.principal = await verify(request);
+    await verify(request);
   });
 
   if (tokens) await app.register(oauthRoutes, { db: database.db, auth, tokens });

@@ -33,8 +33,9 @@ declare module 'fastify' {
 }
 
 async function bucketOf(request: FastifyRequest): Promise<Bucket> {
-  // IPv6 callers are counted per /64, the smallest block a host is usually given.
-  const address = normalizeIP(request.ip);
+  // IPv6 callers are counted per /64, the smallest block a host is usually given. A socket
+  // already gone has no address; its request is answered to nobody.
+  const address = typeof request.ip === 'string' ? normalizeIP(request.ip) : 'unknown';
   if (request.routeOptions.config.rateLimitBucket === 'token') return { policy: 'token', key: `token:${address}` };
   if (!request.is404 && request.routeOptions.config.public !== true) {
     const principal = await request.server.auth.verifiedPrincipal(request);

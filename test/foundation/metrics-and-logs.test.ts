@@ -62,6 +62,29 @@ describe('the request log line', () => {
   });
 });
 
+describe('the request log line of a request refused by the rate limiter', () => {
+  it('names the client whose budget is spent, and no one for an address', async () => {
+    const t = await createProbeApp({ captureLogs: true, env: { RATE_LIMIT_MAX: '1' } });
+    try {
+      const authorization = t.bearer({ scopes: ['read:sessionpayment'], network: 'net_busy', clientId: 'cli_busy' });
+      for (const id of ['busy-1', 'busy-2']) await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization, 'x-request-id': id } });
+      for (const id of ['anon-1', 'anon-2']) await t.app.inject({ url: PAYMENTS_PROBE, headers: { 'x-request-id': id } });
+      const lines = t
+        .logLines()
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l.msg === 'request completed');
+      const line = (id: string) => lines.find((l) => l.reqId === id)!;
+      expect(line('busy-1')).toMatchObject({ statusCode: 200, clientId: 'cli_busy', network: 'net_busy' });
+      expect(line('busy-2')).toMatchObject({ statusCode: 429, clientId: 'cli_busy', network: 'net_busy' });
+      expect(line('anon-1')).toMatchObject({ statusCode: 401 });
+      expect(line('anon-2')).toMatchObject({ statusCode: 429 });
+      for (const id of ['anon-1', 'anon-2']) expect(line(id)).not.toHaveProperty('clientId');
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('/metrics', () => {
   it('counts database errors by class: a refused statement is "other", a closed database "unavailable"', async () => {
     const database = await createTestDatabase();
