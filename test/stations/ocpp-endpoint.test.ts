@@ -490,6 +490,8 @@ onServer?.('two service processes on one database (PostgreSQL)', () => {
       dropDatabase = database.drop;
       const a = await startReplica(database.url);
       replicas.push(a);
+      // The bootstrap banner is printed once the server listens, so /healthz may answer first.
+      await vi.waitFor(() => expect(a.stdout()).toMatch(/client_secret:/), { timeout: 30_000 });
       const clientId = /client_id:\s+(\S+)/.exec(a.stdout())?.[1];
       const clientSecret = /client_secret:\s+(\S+)/.exec(a.stdout())?.[1];
       expect(clientId && clientSecret, a.stdout()).toBeTruthy();
