@@ -17,12 +17,15 @@ export interface BenchOptions {
   ownPostgres: boolean;
   // Connection pool size of the service and of the naive server alike.
   poolMax: number;
+  // Accept-Encoding of the service's list requests (a client that asks for compression); unset:
+  // the header is not sent, as by the clients the targets are set for.
+  acceptEncoding: string | undefined;
 }
 
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 export const ROOT_DIR = fileURLToPath(new URL('..', import.meta.url));
 
-const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N]
+const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N] [--accept-encoding VALUE]
   --quick       10,000 rows only, 5 s per scenario (development)
   --baseline    only the 100-ID list: service vs naive server vs pgbench (targets a-c)
   --memory      only the server's memory at start: peak and settled RSS of a first start on an
@@ -38,6 +41,8 @@ const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs
                 that holds the 1M-row table, ...) from this machine's binaries; DATABASE_URL is ignored
   --pool N      database pool size of the service (DATABASE_POOL_MAX) and of the naive server;
                 default 10, the service's own default
+  --accept-encoding VALUE  send Accept-Encoding: VALUE (e.g. gzip, br) with the service's list
+                requests; by default none is sent and answers are not compressed
 Runs against PostgreSQL when DATABASE_URL is set (a throwaway database is created on that server
 and dropped at the end), otherwise against PGlite in a temporary directory.`;
 
@@ -52,6 +57,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   let out: string | undefined;
   let ownPostgres = false;
   let poolMax: number | undefined;
+  let acceptEncoding: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -89,6 +95,10 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       case '--pool':
         poolMax = positiveInt(value(), arg, 500);
         break;
+      case '--accept-encoding':
+        acceptEncoding = value();
+        if (!/^[A-Za-z0-9*,;=. -]{1,100}$/.test(acceptEncoding)) fail(`${arg} must be a header value such as "gzip" or "br, gzip"`);
+        break;
       case '--own-postgres':
         ownPostgres = true;
         break;
@@ -125,6 +135,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     databaseUrl,
     ownPostgres,
     poolMax: poolMax ?? 10,
+    acceptEncoding,
   };
 }
 

@@ -99,9 +99,9 @@ function listPath(count: number, rows: number, scoped: boolean): string {
   return `/payments/v1/session-payments?sessionIds=${ids.join(',')}`;
 }
 
-function listRequest(count: number, rows: number, bearer: string | null, scoped: boolean): () => RequestShape {
-  const headers = bearer ? { authorization: bearer } : undefined;
-  return () => ({ method: 'GET', path: listPath(count, rows, scoped), ...(headers ? { headers } : {}) });
+function listRequest(count: number, rows: number, bearer: string | null, scoped: boolean, acceptEncoding?: string): () => RequestShape {
+  const headers = { ...(bearer ? { authorization: bearer } : {}), ...(acceptEncoding ? { 'accept-encoding': acceptEncoding } : {}) };
+  return () => ({ method: 'GET', path: listPath(count, rows, scoped), ...(Object.keys(headers).length > 0 ? { headers } : {}) });
 }
 
 function recordBody(tag: string, i: number): string {
@@ -187,13 +187,13 @@ async function settledRss(pid: number): Promise<number> {
 }
 
 async function warmUp(ctx: Context, port: number, bearer: string | null): Promise<void> {
-  await runLoad({ port, connections: 32, durationSeconds: ctx.options.warmupSeconds, next: listRequest(100, ctx.rows, bearer, false) });
+  await runLoad({ port, connections: 32, durationSeconds: ctx.options.warmupSeconds, next: listRequest(100, ctx.rows, bearer, false, ctx.options.acceptEncoding) });
 }
 
 async function serviceList(ctx: Context, ids: number, connections: number, token: 'all' | 'network', label = `list ids=${ids} c=${connections} token=${token}`) {
   const bearer = token === 'all' ? ctx.bearerAll : ctx.bearerNetwork;
   return measure(ctx, { label, group: 'list', target: 'service', rows: ctx.rows, connections, ids, token }, ctx.service.pid, () =>
-    runLoad({ port: ctx.servicePort, connections, durationSeconds: ctx.options.durationSeconds, next: listRequest(ids, ctx.rows, bearer, token === 'network') }),
+    runLoad({ port: ctx.servicePort, connections, durationSeconds: ctx.options.durationSeconds, next: listRequest(ids, ctx.rows, bearer, token === 'network', ctx.options.acceptEncoding) }),
   );
 }
 
@@ -667,7 +667,7 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   log(`charging-network-service benchmark, ${startedAt.toISOString()}`);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}, node ${machine.node}, load average ${machine.loadAverageAtStart.join(' ')}`);
-  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}${options.memoryOnly ? ', --memory' : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
+  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}${options.memoryOnly ? ', --memory' : ''}${options.acceptEncoding ? `, service list requests with Accept-Encoding: ${options.acceptEncoding}` : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
 
   if (options.build) {
     log('building: npm run build');
@@ -889,7 +889,7 @@ async function main(): Promise<void> {
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     machine: { ...machine, loadAverageAtEnd: os.loadavg().map((l) => Math.round(l * 100) / 100) },
-    options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, sizes, poolMax: options.poolMax },
+    options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, sizes, poolMax: options.poolMax, acceptEncoding: options.acceptEncoding ?? null },
     database: { kind: target.kind, mode: postgresMode, settings, seeding: seedTimes },
     memory,
     service: { nodeArgs, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },

@@ -1,9 +1,11 @@
 // Entity tags and If-None-Match (RFC 9110 §8.8.3, §13.1.2). Pure.
 import { createHash } from 'node:crypto';
 
-// A strong tag of the exact bytes of a body: 128 bits of its SHA-256, base64url.
+// A tag of the exact bytes of a body before any content coding: 128 bits of its SHA-256,
+// base64url. Weak, because the same tag goes out with the identity, gzip and brotli encodings of
+// one body, which a strong tag may not (RFC 9110 §8.8.1); If-None-Match compares weakly anyway.
 export function etagOf(body: string | Buffer): string {
-  return `"${createHash('sha256').update(body).digest().subarray(0, 16).toString('base64url')}"`;
+  return `W/"${createHash('sha256').update(body).digest().subarray(0, 16).toString('base64url')}"`;
 }
 
 const ENTITY_TAG = /(?:W\/)?"([\x21\x23-\x7E\x80-\xFF]*)"/g;

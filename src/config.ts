@@ -40,6 +40,11 @@ const envSchema = z.object({
   OCPP_MIN_SECURITY_PROFILE: z.coerce.number().int().min(1).max(3).pipe(z.literal(SECURITY_PROFILES)).default(2),
   RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(6000),
   RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).default(60),
+  // The token endpoint's own bucket per address: a client secret must not be guessable at the
+  // general budget, while a script or a test suite fetching tokens is not refused.
+  RATE_LIMIT_TOKEN_MAX: z.coerce.number().int().min(0).default(120),
+  // Several deployments may share one Redis: each counts under its own prefix.
+  RATE_LIMIT_REDIS_PREFIX: z.string().min(1).max(200).default('charging-network:rate-limit:'),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
   // Longest time for a request's headers and body to arrive (never bounds a handler's work).
@@ -108,7 +113,13 @@ const configSchema = envSchema.transform((e, ctx) => {
       revocationRefreshSeconds: e.AUTH_REVOCATION_REFRESH_SECONDS,
     },
     ocppMinSecurityProfile: e.OCPP_MIN_SECURITY_PROFILE,
-    rateLimit: { max: e.RATE_LIMIT_MAX, windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS, redisUrl: e.REDIS_URL },
+    rateLimit: {
+      max: e.RATE_LIMIT_MAX,
+      tokenMax: e.RATE_LIMIT_TOKEN_MAX,
+      windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
+      redisUrl: e.REDIS_URL,
+      redisPrefix: e.RATE_LIMIT_REDIS_PREFIX,
+    },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     ocpp: {

@@ -9,6 +9,7 @@ export type ErrorKind =
   | 'method_not_allowed'
   | 'conflict'
   | 'unprocessable'
+  | 'too_many_requests'
   | 'service_unavailable';
 
 export interface ValidationIssue {
@@ -75,6 +76,13 @@ export class ConflictError extends AppError {
 export class IdempotencyKeyReusedError extends AppError {
   constructor(message: string) {
     super('unprocessable', message, 'IDEMPOTENCY_KEY_REUSED');
+  }
+}
+
+// The caller's rate-limit bucket is empty; Retry-After and the RateLimit fields say when it refills.
+export class TooManyRequestsError extends AppError {
+  constructor(retryAfterSeconds: number) {
+    super('too_many_requests', `Too many requests; retry in ${retryAfterSeconds} s`, 'TOO_MANY_REQUESTS');
   }
 }
 

@@ -30,6 +30,11 @@ export interface AuthServices {
   // no client (null otherwise). The server calls it only once it listens, so a start that fails
   // before (port taken, bad HOST) keeps no client whose secret nobody was shown.
   createBootstrapClient(): Promise<CreatedClient | null>;
+  // The principal of the request's bearer token once it is verified (signature, claims, not
+  // revoked), or null without a usable token. Verified once per request: the rate limiter keys on
+  // it before the authentication hook runs, and that hook reuses the outcome. Errors that say
+  // nothing about the token (the database while keys reload) are thrown.
+  verifiedPrincipal(request: FastifyRequest): Promise<Principal | null>;
 }
 
 declare module 'fastify' {
@@ -69,7 +74,34 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
     revocations = createRevocationList({ db: database.db, refreshSeconds: auth.revocationRefreshSeconds });
   }
   const createBootstrapClient = async () => (embedded ? database.withStartupLock((db) => createBootstrapClientIfNone(db)) : null);
-  app.decorate('auth', { tokens, createBootstrapClient });
+
+  const verifications = new WeakMap<FastifyRequest, Promise<Principal>>();
+  // Rejects with UnauthorizedError for a missing, invalid, expired or revoked token.
+  const verify = (request: FastifyRequest): Promise<Principal> => {
+    let verification = verifications.get(request);
+    if (!verification) {
+      verification = (async () => {
+        const principal = await authenticate(request, auth);
+        // After fast-jwt's cache of verified tokens, so a cached token of a revoked client is refused too.
+        if (revocations && (await revocations.isRevoked(principal.clientId))) {
+          request.log.info({ clientId: principal.clientId }, 'access token of a revoked client');
+          throw new UnauthorizedError('Access token belongs to a revoked client');
+        }
+        // Known from here on, also to a request the rate limiter refuses before authentication
+        // completes: its log line still names the client.
+        request.principal = principal;
+        return principal;
+      })();
+      verifications.set(request, verification);
+    }
+    return verification;
+  };
+  const verifiedPrincipal = (request: FastifyRequest): Promise<Principal | null> =>
+    verify(request).catch((error: unknown) => {
+      if (error instanceof UnauthorizedError) return null;
+      throw error;
+    });
+  app.decorate('auth', { tokens, createBootstrapClient, verifiedPrincipal });
 
   await app.register(fastifyJwt, {
     secret: async (_request: FastifyRequest, token: unknown) => {
@@ -94,13 +126,7 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
 
   app.addHook('onRequest', async (request) => {
     if (request.is404 || request.routeOptions.config.public === true) return;
-    const principal = await authenticate(request, auth);
-    // After fast-jwt's cache of verified tokens, so a cached token of a revoked client is refused too.
-    if (revocations && (await revocations.isRevoked(principal.clientId))) {
-      request.log.info({ clientId: principal.clientId }, 'access token of a revoked client');
-      throw new UnauthorizedError('Access token belongs to a revoked client');
-    }
-    request.principal = principal;
+    await verify(request);
   });
 
   if (tokens) await app.register(oauthRoutes, { db: database.db, auth, tokens });

@@ -56,7 +56,8 @@ async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService 
   app.withTypeProvider<ZodTypeProvider>().post(
     '/token',
     {
-      config: { public: true },
+      // Its own rate-limit budget per address: stricter than the general one (secret guessing).
+      config: { public: true, rateLimitBucket: 'token' },
       // Validation errors become RFC 6749 errors in the handler, not the API families' bodies.
       // Basic credentials are checked with the same rule in the token service.
       attachValidation: true,

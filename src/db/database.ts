@@ -30,6 +30,17 @@ export interface Database {
   close(): Promise<void>;
   // PGlite only: the data directory as a tarball (test snapshots)
   dumpDataDir?(): Promise<Blob>;
+  // PostgreSQL only: the request pool's connections now (PGlite has one in-process connection
+  // and no pool).
+  poolStats?(): PoolStats;
+}
+
+export interface PoolStats {
+  // open connections, idle or in use
+  total: number;
+  idle: number;
+  // queries waiting for a connection
+  waiting: number;
 }
 
 export interface DatabaseOptions {
@@ -174,6 +185,7 @@ async function openPostgres(
         await client.end().catch(ignore);
       }
     },
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await Promise.all([pool.end(), probe.end()]);
     },
@@ -312,6 +324,38 @@ export function classifyDatabaseError(error: unknown): ServiceUnavailableError |
     }
   }
   return null;
+}
+
+// For the /metrics counter of database errors, a label of three values: the database did not
+// answer in time (statement or connection timeout, a deadline of ours), was otherwise unavailable
+// (the 503s of classifyDatabaseError), or refused the statement (any other SQL error). null: not
+// a database error (a shutdown 503 included).
+export type DatabaseErrorClass = 'timeout' | 'unavailable' | 'other';
+
+const TIMEOUT_MESSAGES = [/^timeout exceeded when trying to connect/i, /^Query read timeout/, /did not answer within/];
+
+export function databaseErrorClass(error: unknown): DatabaseErrorClass | null {
+  const unavailable = classifyDatabaseError(error);
+  if (unavailable) {
+    if (unavailable.code !== 'DATABASE_UNAVAILABLE') return null;
+    const seen = new Set<unknown>();
+    for (let e: unknown = unavailable; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
+      seen.add(e);
+      const { code, message } = e as { code?: unknown; message?: unknown };
+      if (code === '57014' || (typeof message === 'string' && TIMEOUT_MESSAGES.some((pattern) => pattern.test(message)))) return 'timeout';
+    }
+    return 'unavailable';
+  }
+  return findPgError(error) || hasCause(error, (e) => e instanceof DrizzleQueryError) ? 'other' : null;
+}
+
+function hasCause(error: unknown, test: (e: unknown) => boolean): boolean {
+  const seen = new Set<unknown>();
+  for (let e = error; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
+    seen.add(e);
+    if (test(e)) return true;
+  }
+  return false;
 }
 
 // What a failed query may put in a log line. drizzle's wrapper lists the query's parameters in

@@ -107,7 +107,6 @@ function describeIssues(issues: ValidationIssue[], more: boolean): string {
 function fromFastifyError(error: FastifyError): Rendered | null {
   const status = error.statusCode;
   if (status === undefined || status < 400 || status >= 500) return null;
-  if (status === 429) return { status, message: error.message };
   const messages: Record<string, string> = {
     FST_ERR_CTP_BODY_TOO_LARGE: 'Request body is larger than 64 KiB',
     FST_ERR_CTP_INVALID_MEDIA_TYPE: 'Content-Type must be application/json',
@@ -127,7 +126,17 @@ function render(error: unknown): Rendered {
     return { status: 400, message, code: 'INVALID_REQUEST_PARAMETERS', issues };
   }
   if (error instanceof AppError) {
-    const status = { bad_request: 400, unauthorized: 401, forbidden: 403, not_found: 404, method_not_allowed: 405, conflict: 409, unprocessable: 422, service_unavailable: 503 }[error.kind];
+    const status = {
+      bad_request: 400,
+      unauthorized: 401,
+      forbidden: 403,
+      not_found: 404,
+      method_not_allowed: 405,
+      conflict: 409,
+      unprocessable: 422,
+      too_many_requests: 429,
+      service_unavailable: 503,
+    }[error.kind];
     const issues = error.issues && boundIssues(error.issues);
     const message = error.kind === 'bad_request' && issues?.length ? describeIssues(issues, error.issues!.length > issues.length) : error.message;
     return { status, message, code: error.code, issues };

@@ -1,7 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Database } from '../db/database.js';
+import type { FastifyRequest } from 'fastify';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { databaseErrorClass, type Database, type DatabaseErrorClass, type PoolStats } from '../db/database.js';
 
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
@@ -25,13 +26,52 @@ async function observabilityPlugin(app: FastifyInstance, opts: { database: Datab
     registers: [registry],
   });
 
+  const databaseErrors = new Counter({
+    name: 'database_errors_total',
+    help: 'Database errors that failed a request or a readiness check, by class (timeout, unavailable, other)',
+    labelNames: ['class'] as const,
+    registers: [registry],
+  });
+  // Every class is exported from the start, so rate() sees the first error of each.
+  for (const c of ['timeout', 'unavailable', 'other'] satisfies DatabaseErrorClass[]) databaseErrors.inc({ class: c }, 0);
+  const countDatabaseError = (error: unknown) => {
+    const c = databaseErrorClass(error);
+    if (c) databaseErrors.inc({ class: c });
+  };
+
+  const { poolStats } = opts.database;
+  if (poolStats) {
+    // Read at scrape time: the pool's own counters, nothing kept in between.
+    const gauge = (name: string, help: string, read: (s: PoolStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(read(poolStats()));
+        },
+      });
+    gauge('database_pool_connections', 'Open connections of the request pool, idle or in use', (s) => s.total);
+    gauge('database_pool_idle_connections', 'Idle connections of the request pool', (s) => s.idle);
+    gauge('database_pool_waiting_requests', 'Queries waiting for a connection of the request pool', (s) => s.waiting);
+  }
+
+  // Before the error handler renders the answer, whichever family's it is.
+  app.addHook('onError', async (_request, _reply, error) => countDatabaseError(error));
+
   app.addHook('onResponse', async (request, reply) => {
-    // Unmatched URLs share one label so random paths cannot explode the series count.
-    const route = request.is404 ? 'unmatched' : (request.routeOptions.url ?? 'unmatched');
+    const route = routeLabel(request);
     duration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
     // Probes and scrapers call every few seconds: their lines would drown the requests' lines.
     request.log[PROBES.has(route) ? 'debug' : 'info'](
-      { method: request.method, url: redactUrl(request.url), statusCode: reply.statusCode, responseTimeMs: Math.round(reply.elapsedTime * 10) / 10 },
+      {
+        method: request.method,
+        url: redactUrl(request.url),
+        statusCode: reply.statusCode,
+        responseTimeMs: Math.round(reply.elapsedTime * 10) / 10,
+        // Who called, from the verified token (never the token itself); absent without one.
+        ...(request.principal ? { clientId: request.principal.clientId, network: request.principal.network } : {}),
+      },
       'request completed',
     );
   });
@@ -45,6 +85,7 @@ async function observabilityPlugin(app: FastifyInstance, opts: { database: Datab
       await opts.database.ping();
       return { status: 'ready' };
     } catch (err) {
+      countDatabaseError(err);
       request.log.warn({ err }, 'readiness check failed');
       return reply.code(503).send({ message: 'database is not answering' });
     }
@@ -53,6 +94,18 @@ async function observabilityPlugin(app: FastifyInstance, opts: { database: Datab
     reply.header('content-type', registry.contentType);
     return registry.metrics();
   });
+}
+
+const DOCS_ASSETS = '/docs/static/';
+
+// The route label of a request: its route's pattern, never the URL. Unmatched URLs (405s
+// included) share one label, and the reference page's assets one more, whether the docs plugin
+// serves them under a wildcard or registers a route per file: random paths and asset names cannot
+// multiply the series.
+function routeLabel(request: FastifyRequest): string {
+  const pattern = request.is404 ? undefined : request.routeOptions.url;
+  if (pattern === undefined) return 'unmatched';
+  return pattern.startsWith(DOCS_ASSETS) ? `${DOCS_ASSETS}*` : pattern;
 }
 
 const SECRET_QUERY_KEYS = /^(client_secret|password|access_token|token)$/i;

@@ -40,3 +40,10 @@ describe('bench PostgreSQL settings', () => {
     expect(Number(match![1])).toBeGreaterThanOrEqual(2);
   });
 });
+
+describe('bench --accept-encoding', () => {
+  it('sends no Accept-Encoding unless asked, and takes a header value', () => {
+    expect(parseOptions([], {}).acceptEncoding).toBeUndefined();
+    expect(parseOptions(['--accept-encoding', 'br, gzip'], {}).acceptEncoding).toBe('br, gzip');
+  });
+});

@@ -36,7 +36,7 @@ describe('loadConfig', () => {
       trustProxy: false,
       database: { url: undefined, poolMax: 10, dataDir: './data' },
       ocppMinSecurityProfile: 2,
-      rateLimit: { max: 6000, windowSeconds: 60, redisUrl: undefined },
+      rateLimit: { max: 6000, tokenMax: 120, windowSeconds: 60, redisUrl: undefined, redisPrefix: 'charging-network:rate-limit:' },
       shutdownTimeoutMs: 10_000,
     });
     expect(config.auth).toMatchObject({
