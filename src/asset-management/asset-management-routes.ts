@@ -31,7 +31,6 @@ import {
   listModels,
 } from './charging-station-models-service.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE } from './security-profiles.js';
-import { IDEMPOTENCY_KEY_IN_USE } from '../idempotency/idempotency-service.js';
 
 const tags = ['asset-management'];
 
@@ -77,9 +76,8 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
           { 201: envelope(chargingStationModelOutput) },
           {
             409: {
-              codes: [CHARGING_STATION_MODEL_ALREADY_EXISTS, CONFLICTING_SECURITY_PROFILE_STATE, IDEMPOTENCY_KEY_IN_USE],
-              means:
-                'A model of this vendor and model exists already, or its OCPP URL needs less security than the network requires, or the first request with this Idempotency-Key is still being processed',
+              codes: [CHARGING_STATION_MODEL_ALREADY_EXISTS, CONFLICTING_SECURITY_PROFILE_STATE],
+              means: 'A model of this vendor and model exists already, or its OCPP URL needs less security than the network requires',
             },
             idempotencyKey: true,
           },
@@ -160,9 +158,8 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
           { 201: envelope(assetOutput) },
           {
             409: {
-              codes: [ASSET_ALREADY_EXISTS, CONFLICTING_SECURITY_PROFILE_STATE, IDEMPOTENCY_KEY_IN_USE],
-              means:
-                'An asset with this id exists already, or the security profile is below the network minimum or does not fit the model, or the first request with this Idempotency-Key is still being processed',
+              codes: [ASSET_ALREADY_EXISTS, CONFLICTING_SECURITY_PROFILE_STATE],
+              means: 'An asset with this id exists already, or the security profile is below the network minimum or does not fit the model',
             },
             idempotencyKey: true,
           },

@@ -4,6 +4,7 @@ import { LISTED_ID } from '../identifiers.js';
 import { CONNECTION_TYPES, CONNECTOR_FORMATS, OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from './asset-management-tables.js';
 import { stationOutput } from '../stations/station-schemas.js';
 import { ROTATION_STATES } from './rotation.js';
+import { IDEMPOTENCY_KEY_IN_USE } from '../idempotency/idempotency-rules.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
 // Every object is strict: a misspelt optional field must be a 400, never silently ignored.
 
@@ -265,6 +266,13 @@ export interface OwnAnswer {
   examples?: { code: string; message: string }[];
 }
 
+const KEY_IN_USE = { code: IDEMPOTENCY_KEY_IN_USE, means: 'the first request with this Idempotency-Key is still being processed' } as const;
+
+function withKeyInUse(answer: OwnAnswer | undefined): OwnAnswer {
+  if (!answer) return { codes: [KEY_IN_USE.code], means: `${KEY_IN_USE.means[0]!.toUpperCase()}${KEY_IN_USE.means.slice(1)}` };
+  return { ...answer, codes: [...answer.codes, KEY_IN_USE.code], means: `${answer.means}, or ${KEY_IN_USE.means}` };
+}
+
 // An operation's responses: its success, the family's answers of every operation, its own 404 and
 // 409 with the codes they carry there, and the 422 of a reused Idempotency-Key where it takes one.
 export function assetManagementResponses<Success extends Record<number, z.ZodType>>(
@@ -275,7 +283,9 @@ export function assetManagementResponses<Success extends Record<number, z.ZodTyp
   for (const [status, { body, means }] of Object.entries(ASSET_MANAGEMENT_ERRORS)) errors[Number(status)] = body.describe(means);
   const types = { 404: 'NOT_FOUND', 409: 'CONFLICT' } as const;
   for (const status of [404, 409] as const) {
-    const answer = own[status];
+    let answer = own[status];
+    // A key whose first request is still running is the operation's 409 too (contract §4).
+    if (status === 409 && own.idempotencyKey) answer = withKeyInUse(answer);
     if (!answer) continue;
     const body = typed(types[status], answer.codes).describe(answer.means);
     errors[status] = answer.examples ? body.meta({ examples: answer.examples.map((e) => ({ type: types[status], ...e })) }) : body;

@@ -3,7 +3,7 @@ import type { Executor } from '../db/database.js';
 import { ConflictError, IdempotencyKeyReusedError } from '../errors.js';
 import * as keys from './idempotency-repository.js';
 import type { KeyScope } from './idempotency-repository.js';
-import { IDEMPOTENCY_KEY_TTL_MS, decide, type StoredResponse } from './idempotency-rules.js';
+import { IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_TTL_MS, decide, type StoredResponse } from './idempotency-rules.js';
 
 export type { KeyScope };
 
@@ -16,7 +16,6 @@ export interface Claim {
 type Outcome = { kind: 'claimed'; claim: Claim } | { kind: 'replay'; response: StoredResponse };
 
 // The family renders it as its 409: the asset-management code names the reason.
-export const IDEMPOTENCY_KEY_IN_USE = 'IDEMPOTENCY_KEY_IN_USE';
 
 function inFlight(): ConflictError {
   return new ConflictError('A request with this Idempotency-Key is still being processed; retry it once that one has finished', IDEMPOTENCY_KEY_IN_USE);
