@@ -145,7 +145,10 @@ async function idempotencyPlugin(app: FastifyInstance, options: IdempotencyOptio
     route.schema = { ...route.schema, headers: honouringHeaders };
     route.preValidation = [...hooks(route.preValidation), fingerprint];
     route.preHandler = [...hooks(route.preHandler), claim];
-    route.onSend = [...hooks(route.onSend), settle];
+    // First of the route's onSend hooks: it stores the body as serialised, before compression
+    // (whose hook @fastify/compress added when the route was declared) turns it into a stream
+    // that could not be stored, which gave the key back and let a retry run the operation again.
+    route.onSend = [settle, ...hooks(route.onSend)];
     route.onResponse = [...hooks(route.onResponse), afterResponse];
   });
 }

@@ -387,3 +387,28 @@ describe('change-password refuses the header', () => {
     expect(read.json().data.passwordChangedAt).toBeNull();
   });
 });
+
+describe('Idempotency-Key with compression', () => {
+  it('an answer large enough to be compressed is stored as the plain body: a retry that asks for gzip, or for nothing, replays it and creates nothing', async () => {
+    const connectors = Array.from({ length: 32 }, (_, i) => ({ id: i + 1, maxAmperage: 32, maxVoltage: 400, maxPowerWatts: 22_000 }));
+    const body = modelBody({ connectors });
+    const k = key();
+    const authorization = t.bearer({ ...MODEL_ADMIN, scopes: ['write:chargingstationmodel'] });
+    const send = (encoding?: string) =>
+      t.app.inject({ method: 'POST', url: MODELS_URL, headers: { authorization, 'idempotency-key': k, ...(encoding ? { 'accept-encoding': encoding } : {}) }, payload: body });
+    const first = await send('gzip');
+    expect(first.statusCode, first.body).toBe(201);
+    expect(first.headers['content-encoding']).toBe('gzip');
+    const plain = await send();
+    expect(plain.statusCode).toBe(201);
+    expect(plain.headers['idempotent-replayed']).toBe('true');
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.json().data.id).toBe(plain.headers.location!.toString().split('/').pop());
+    const again = await send('gzip');
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.headers['content-encoding']).toBe('gzip');
+    expect(again.headers.location).toBe(plain.headers.location);
+    const { rows } = await t.database.db.execute(sql`select count(*)::int as n from charging_station_models where vendor = ${body.vendor as string}`);
+    expect(rows[0]).toEqual({ n: 1 });
+  });
+});
