@@ -154,7 +154,7 @@ export async function hashSuppliedPassword(password: string, params: Argon2Param
 }
 
 const ARGON2_PATTERN = /^argon2id\$v=19,m=([1-9]\d{0,9}),t=([1-9]\d{0,2}),p=([1-9]\d{0,2})\$([A-Za-z0-9+/]+={0,2})\$([A-Za-z0-9+/]+={0,2})$/;
-const ENCODED_PATTERN = /^scrypt\$N=([1-9]\d{0,9}),r=([1-9]\d{0,2}),p=([1-9]\d{0,2})\$([A-Za-z0-9+/]+={0,2})\$([A-Za-z0-9+/]+={0,2})$/;
+const SCRYPT_PATTERN = /^scrypt\$N=([1-9]\d{0,9}),r=([1-9]\d{0,2}),p=([1-9]\d{0,2})\$([A-Za-z0-9+/]+={0,2})\$([A-Za-z0-9+/]+={0,2})$/;
 
 // Buffer.from(…, 'base64') silently skips junk, so only a value that round-trips counts.
 function strictBase64(text: string): Buffer | null {
@@ -209,30 +209,44 @@ export async function verifyPassword(password: string, encoded: string): Promise
     case 'hmac-sha256':
       return verifyHmac(password, encoded);
     case 'argon2id':
-      return verifyArgon2(password, encoded);
+      return verifySlow(ARGON2ID, password, encoded);
     case 'argon2id-hex':
-      return verifyArgon2(password.toLowerCase(), `argon2id${encoded.slice('argon2id-hex'.length)}`);
+      return verifySlow(ARGON2ID, password.toLowerCase(), `argon2id${encoded.slice('argon2id-hex'.length)}`);
     case 'scrypt':
-      return verifyScrypt(password, encoded);
+      return verifySlow(SCRYPT, password, encoded);
     case 'scrypt-hex':
-      return verifyScrypt(password.toLowerCase(), `scrypt${encoded.slice('scrypt-hex'.length)}`);
+      return verifySlow(SCRYPT, password.toLowerCase(), `scrypt${encoded.slice('scrypt-hex'.length)}`);
     default:
       return false;
   }
 }
 
-async function verifyArgon2(password: string, encoded: string): Promise<boolean> {
-  const match = ARGON2_PATTERN.exec(encoded);
+// A slow hash stored as `scheme$<three parameters>$salt$key`: the parameters are checked against
+// their bounds and the salt and key must be canonical base64 before anything is derived.
+interface SlowScheme {
+  pattern: RegExp;
+  valid(a: number, b: number, c: number): boolean;
+  derive(password: string, salt: Buffer, keyLength: number, a: number, b: number, c: number): Promise<Buffer>;
+}
+
+const ARGON2ID: SlowScheme = {
+  pattern: ARGON2_PATTERN,
+  valid: argon2ParamsValid,
+  derive: (password, salt, hashLength, memoryKiB, iterations, parallelism) => argon2Async(password, salt, { memoryKiB, iterations, parallelism, hashLength }),
+};
+
+const SCRYPT: SlowScheme = { pattern: SCRYPT_PATTERN, valid: scryptParamsValid, derive: scryptAsync };
+
+async function verifySlow(scheme: SlowScheme, password: string, encoded: string): Promise<boolean> {
+  const match = scheme.pattern.exec(encoded);
   if (!match) return false;
-  const [, mText, tText, pText, saltText, keyText] = match as unknown as [string, string, string, string, string, string];
-  const memoryKiB = Number(mText);
-  const iterations = Number(tText);
-  const parallelism = Number(pText);
-  if (!argon2ParamsValid(memoryKiB, iterations, parallelism)) return false;
-  const salt = strictBase64(saltText);
-  const expected = strictBase64(keyText);
+  const [a, b, c] = [match[1], match[2], match[3]].map(Number) as [number, number, number];
+  if (!scheme.valid(a, b, c)) return false;
+  const salt = strictBase64(match[4]!);
+  const expected = strictBase64(match[5]!);
   if (!salt || !expected || salt.length < 8 || expected.length < 16 || expected.length > 128) return false;
-  const actual = await argon2Async(password, salt, { memoryKiB, iterations, parallelism, hashLength: expected.length });
+  const actual = await scheme.derive(password, salt, expected.length, a, b, c);
+  // Same length by construction, which timingSafeEqual requires.
   return timingSafeEqual(actual, expected);
 }
 
@@ -243,22 +257,6 @@ function verifyHmac(password: string, encoded: string): boolean {
   const expected = strictBase64(match[2]!);
   if (!salt || !expected || salt.length < 8 || expected.length !== 32) return false;
   return timingSafeEqual(hmac(password, salt), expected);
-}
-
-async function verifyScrypt(password: string, encoded: string): Promise<boolean> {
-  const match = ENCODED_PATTERN.exec(encoded);
-  if (!match) return false;
-  const [, nText, rText, pText, saltText, keyText] = match as unknown as [string, string, string, string, string, string];
-  const N = Number(nText);
-  const r = Number(rText);
-  const p = Number(pText);
-  if (!scryptParamsValid(N, r, p)) return false;
-  const salt = strictBase64(saltText);
-  const expected = strictBase64(keyText);
-  if (!salt || !expected || salt.length < 8 || expected.length < 16 || expected.length > 128) return false;
-  const actual = await scryptAsync(password, salt, expected.length, N, r, p);
-  // Same length by construction, which timingSafeEqual requires.
-  return timingSafeEqual(actual, expected);
 }
 
 const HEX_TEXT = /^(?:[0-9A-Fa-f]{2}){16,20}$/;

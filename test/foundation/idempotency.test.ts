@@ -408,7 +408,7 @@ describe('Idempotency-Key with compression', () => {
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.headers['content-encoding']).toBe('gzip');
     expect(again.headers.location).toBe(plain.headers.location);
-    const { rows } = await t.database.db.execute(sql`select count(*)::int as n from charging_station_models where vendor = ${body.vendor as string}`);
+    const { rows } = (await t.database.db.execute(sql`select count(*)::int as n from charging_station_models where vendor = ${body.vendor as string}`)) as unknown as { rows: unknown[] };
     expect(rows[0]).toEqual({ n: 1 });
   });
 });
