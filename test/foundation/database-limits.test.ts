@@ -5,11 +5,11 @@ import type { LightMyRequestResponse } from 'fastify';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { STARTUP_LOCK_KEY, sql, type Database } from '../../src/db/database.js';
+import { STARTUP_LOCK_KEY } from '../../src/db/database.js';
 import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { oneUrl, reader } from '../helpers/payments-factory.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
-import { createTestDatabase } from '../helpers/test-database.js';
+import { createTestDatabase, otherSession } from '../helpers/test-database.js';
 
 const CHANGE_PASSWORD = '/asset-management/v1/assets/change-password';
 const PAYMENTS_503 = { code: 'SERVICE_UNAVAILABLE', message: expect.any(String), status: 503 };
@@ -84,15 +84,6 @@ describe('a database that stops answering', () => {
 // Registered only with a PostgreSQL server: these need other sessions, locks and terminated backends.
 const onServer = process.env.DATABASE_URL ? describe : undefined;
 
-// A session of its own on the test app's database, as another process would have.
-async function otherSession(database: Database): Promise<pg.Client> {
-  const result = (await database.db.execute(sql`select current_database() as name`)) as unknown as { rows: { name: string }[] };
-  const url = new URL(process.env.DATABASE_URL!);
-  url.pathname = `/${result.rows[0]!.name}`;
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  return client;
-}
 
 async function waitForLockWaiters(watcher: pg.Client, count: number, minimumWaitMs = 0): Promise<void> {
   // A safety net against a hang, not a speed check.
