@@ -1,10 +1,11 @@
 import { request as httpRequest } from 'node:http';
-import type { Socket } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { RPCClient } from 'ocpp-rpc';
-import type { TestApp } from './test-app.js';
+import { createTestApp, type TestApp, type TestAppOptions } from './test-app.js';
 import { ASSET_WRITER, createAsset } from './asset-factory.js';
+import { CHEAP_HASH } from './password-hash-params.js';
 
 export interface ProvisionedStation {
   id: string;
@@ -98,5 +99,41 @@ export function rawUpgrade(
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+export interface StationApp extends TestApp {
+  port: number;
+  // ws://127.0.0.1:<port>/ocpp
+  endpoint: string;
+  // Station clients to close, before the app, after the file's last test.
+  open: StationClient[];
+}
+
+// The app of one station test file, listening on a free port for stations, built before its first
+// test and closed after its last; like useTestApp, the returned object stands for it from beforeAll
+// on. Plain ws:// (profile 1) and cheap hashes unless the options say otherwise.
+export function useStationApp(options: TestAppOptions = {}): StationApp {
+  let current: StationApp | undefined;
+  beforeAll(async () => {
+    const t = await createTestApp({
+      captureLogs: true,
+      passwordHashParams: CHEAP_HASH,
+      ...options,
+      env: { OCPP_MIN_SECURITY_PROFILE: '1', ...options.env },
+    });
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (t.app.server.address() as AddressInfo).port;
+    current = { ...t, port, endpoint: `ws://127.0.0.1:${port}/ocpp`, open: [] };
+  });
+  afterAll(async () => {
+    await Promise.all((current?.open ?? []).map((c) => c.close({ force: true }).catch(() => undefined)));
+    await current?.close();
+  });
+  return new Proxy({} as StationApp, {
+    get(_target, property) {
+      if (!current) throw new Error('the station app exists from beforeAll on');
+      return Reflect.get(current, property) as unknown;
+    },
   });
 }

@@ -1,7 +1,7 @@
 // Stations connect over OCPP-J and log in with the password the service stores (contract §8.1).
 // The station is ocpp-rpc's RPCClient: a real implementation of the other side.
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { AddressInfo, Socket } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import type { ChildProcess } from 'node:child_process';
@@ -10,44 +10,21 @@ import pg from 'pg';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import { claimStation } from '../../src/stations/stations-repository.js';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { bootstrapToken, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { createAsset, siblingApp } from '../helpers/asset-factory.js';
-import { basic, provisionStation, rawUpgrade, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
-import { CHEAP_HASH } from '../helpers/password-hash-params.js';
+import { basic, provisionStation, rawUpgrade, refusedWith, stationClient, useStationApp, type StationClient } from '../helpers/station-factory.js';
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-let t: TestApp;
-let port: number;
-let endpoint: string;
-const open: StationClient[] = [];
-
-beforeAll(async () => {
-  t = await createTestApp({
-    captureLogs: true,
-    passwordHashParams: CHEAP_HASH,
-    env: {
-      // Profile 1 (plain ws://) here; profile 2 has its own test file with a TLS listener.
-      OCPP_MIN_SECURITY_PROFILE: '1',
-      OCPP_HEARTBEAT_INTERVAL_SECONDS: '120',
-      OCPP_PING_INTERVAL_SECONDS: '1',
-      OCPP_LEASE_SECONDS: '1',
-    },
-  });
-  await t.app.listen({ host: '127.0.0.1', port: 0 });
-  port = (t.app.server.address() as AddressInfo).port;
-  endpoint = `ws://127.0.0.1:${port}/ocpp`;
-});
-afterAll(async () => {
-  await Promise.all(open.map((c) => c.close({ force: true }).catch(() => undefined)));
-  await t.close();
+// Profile 1 (plain ws://) here; profile 2 has its own test file with a TLS listener.
+const t = useStationApp({
+  env: { OCPP_HEARTBEAT_INTERVAL_SECONDS: '120', OCPP_PING_INTERVAL_SECONDS: '1', OCPP_LEASE_SECONDS: '1' },
 });
 
 function station(options: Parameters<typeof stationClient>[1]): StationClient {
-  const client = stationClient(endpoint, options);
-  open.push(client);
+  const client = stationClient(t.endpoint, options);
+  t.open.push(client);
   return client;
 }
 
@@ -204,7 +181,7 @@ describe('refused logins: 404 for an unknown identity, 401 otherwise, the reason
     const socket = await new Promise<Socket>((resolve, reject) => {
       const req = httpRequest({
         host: '127.0.0.1',
-        port,
+        port: t.port,
         path: `/ocpp/${s.id}`,
         headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-protocol': 'ocpp2.0.1', authorization: basic(s.id, s.password) },
       });
@@ -254,7 +231,7 @@ describe('refused logins: 404 for an unknown identity, 401 otherwise, the reason
 
   it('other paths are no OCPP endpoint', async () => {
     for (const path of ['/ocpp', '/ocpp/', '/other/CP-1', '/ocpp/a/b', '/ocpp/%ZZ', `/ocpp/${'x'.repeat(129)}`]) {
-      expect((await rawUpgrade(port, path, {})).status, path).toBe(404);
+      expect((await rawUpgrade(t.port, path, {})).status, path).toBe(404);
     }
   });
 });
@@ -278,7 +255,7 @@ describe('subprotocols', () => {
 
   it('per-message compression is declined', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
-    const res = await rawUpgrade(port, `/ocpp/${s.id}`, {
+    const res = await rawUpgrade(t.port, `/ocpp/${s.id}`, {
       authorization: basic(s.id, s.password),
       'sec-websocket-protocol': 'ocpp2.0.1',
       'sec-websocket-extensions': 'permessage-deflate; client_max_window_bits',
@@ -360,7 +337,7 @@ describe('connection state', () => {
   it('a socket that stops answering pings is closed and reads disconnected', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     // A hand-written handshake never answers a ping.
-    const res = await rawUpgrade(port, `/ocpp/${s.id}`, { authorization: basic(s.id, s.password), 'sec-websocket-protocol': 'ocpp2.0.1' });
+    const res = await rawUpgrade(t.port, `/ocpp/${s.id}`, { authorization: basic(s.id, s.password), 'sec-websocket-protocol': 'ocpp2.0.1' });
     expect(res.status).toBe(101);
     const closed = new Promise<void>((resolve) => res.socket!.once('close', () => resolve()));
     res.socket!.on('data', () => undefined);

@@ -2,35 +2,16 @@
 // station's Accepted, any other answer changes nothing, an unknown outcome keeps both until the
 // station logs in with one. The station is ocpp-rpc's RPCClient, both OCPP versions.
 import { asc, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { AddressInfo } from 'node:net';
+import { describe, expect, it, vi } from 'vitest';
 import { createRPCError } from 'ocpp-rpc';
 import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-tables.js';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { ASSET_WRITER, familyError, siblingApp } from '../helpers/asset-factory.js';
-import { provisionStation, refusedWith, stationClient, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
-import { CHEAP_HASH } from '../helpers/password-hash-params.js';
+import { provisionStation, refusedWith, stationClient, useStationApp, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
 
 const URL_ = '/asset-management/v1/assets/change-password';
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-let t: TestApp;
-let endpoint: string;
-const open: StationClient[] = [];
-
-beforeAll(async () => {
-  t = await createTestApp({
-    captureLogs: true,
-    passwordHashParams: CHEAP_HASH,
-    env: { OCPP_MIN_SECURITY_PROFILE: '1', OCPP_CALL_TIMEOUT_SECONDS: '1' },
-  });
-  await t.app.listen({ host: '127.0.0.1', port: 0 });
-  endpoint = `ws://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/ocpp`;
-});
-afterAll(async () => {
-  await Promise.all(open.map((c) => c.close({ force: true }).catch(() => undefined)));
-  await t.close();
-});
+const t = useStationApp({ env: { OCPP_CALL_TIMEOUT_SECONDS: '1' } });
 
 type Version = '1.6' | '2.0.1';
 const PROTOCOL = { '1.6': 'ocpp1.6', '2.0.1': 'ocpp2.0.1' } as const;
@@ -49,14 +30,14 @@ function answer(version: Version, status: string, params: unknown) {
 }
 
 async function connect(version: Version, id: string, password: string): Promise<StationClient> {
-  const client = stationClient(endpoint, { identity: id, password: wire(version, password), protocols: [PROTOCOL[version]] });
-  open.push(client);
+  const client = stationClient(t.endpoint, { identity: id, password: wire(version, password), protocols: [PROTOCOL[version]] });
+  t.open.push(client);
   await client.connect();
   return client;
 }
 
 async function canLogIn(version: Version, id: string, password: string): Promise<boolean> {
-  const client = stationClient(endpoint, { identity: id, password: wire(version, password), protocols: [PROTOCOL[version]] });
+  const client = stationClient(t.endpoint, { identity: id, password: wire(version, password), protocols: [PROTOCOL[version]] });
   try {
     await client.connect();
   } catch {
@@ -238,7 +219,7 @@ describe('a station that answers Accepted and keeps its old password', () => {
     expect(res.statusCode, res.body).toBe(200);
     const { id: rotationId } = await rotation(s.id);
     await s.client.close({ force: true });
-    expect(await refusedWith(stationClient(endpoint, { identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] }))).toBe(401);
+    expect(await refusedWith(stationClient(t.endpoint, { identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] }))).toBe(401);
     const warning = t.logLines().find((l) => l.includes('keeps using the password its latest rotation replaced') && l.includes(s.id));
     expect(warning).toBeDefined();
     expect(JSON.parse(warning!)).toMatchObject({ level: 40, station: s.id, rotation: rotationId });

@@ -10,9 +10,8 @@ import { HASH_CONCURRENCY, passwordHashQueue, stationLoginQueue } from '../../sr
 import { sql, type Database } from '../../src/db/database.js';
 import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { listPayments, recordPayment } from '../helpers/payments-factory.js';
-import { basic, provisionStation, refusedWith, stationClient, type StationClient } from '../helpers/station-factory.js';
+import { basic, provisionStation, refusedWith, stationClient, useStationApp, type StationClient } from '../helpers/station-factory.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
-import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 // Every slow hash (argon2id) of the process, counted where it starts and while it runs: the one
 // place all supplied-password hashing goes through, whichever queue let it in.
@@ -40,33 +39,15 @@ function resetSlowHashRuns(): void {
 // Small, so upgrade requests that never finish arriving are ended within a few seconds.
 const REQUEST_TIMEOUT_MS = 1000;
 
-let t: TestApp;
-let port: number;
-let endpoint: string;
-const open: StationClient[] = [];
+const t = useStationApp({ env: { REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) } });
 
-beforeAll(async () => {
-  t = await createTestApp({
-    captureLogs: true,
-    passwordHashParams: CHEAP_HASH,
-    env: { OCPP_MIN_SECURITY_PROFILE: '1', REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) },
-  });
-  await t.app.listen({ host: '127.0.0.1', port: 0 });
-  port = (t.app.server.address() as AddressInfo).port;
-  endpoint = `ws://127.0.0.1:${port}/ocpp`;
-});
-afterAll(async () => {
-  await Promise.all(open.map((c) => c.close({ force: true }).catch(() => undefined)));
-  await t?.close();
-});
-
-function station(options: Parameters<typeof stationClient>[1], url = endpoint): StationClient {
+function station(options: Parameters<typeof stationClient>[1], url = t.endpoint): StationClient {
   const client = stationClient(url, options);
-  open.push(client);
+  t.open.push(client);
   return client;
 }
 
-async function connected(options: Parameters<typeof stationClient>[1], url = endpoint): Promise<StationClient> {
+async function connected(options: Parameters<typeof stationClient>[1], url = t.endpoint): Promise<StationClient> {
   const client = station(options, url);
   await client.connect();
   return client;
@@ -75,7 +56,7 @@ async function connected(options: Parameters<typeof stationClient>[1], url = end
 // Over the network, not app.inject: what a client of the API sees while stations crowd the port.
 function httpGet(path: string, headers: Record<string, string> = {}): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
+    const req = httpRequest({ host: '127.0.0.1', port: t.port, path, headers, agent: false }, (res) => {
       res.resume();
       res.on('end', () => resolve(res.statusCode ?? 0));
     });
@@ -89,7 +70,7 @@ function pendingUpgrade(path: string, headers: Record<string, string>): Promise<
   return new Promise((resolve) => {
     const req = httpRequest({
       host: '127.0.0.1',
-      port,
+      port: t.port,
       path,
       agent: false,
       headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
@@ -262,7 +243,7 @@ describe('upgrade requests that never finish arriving', () => {
       { length: HALF_OPEN },
       (_, i) =>
         new Promise<string>((resolve, reject) => {
-          const socket = connect({ host: '127.0.0.1', port });
+          const socket = connect({ host: '127.0.0.1', port: t.port });
           sockets.push(socket);
           let received = '';
           socket.on('data', (chunk) => (received += chunk.toString('latin1')));
@@ -360,7 +341,7 @@ onServer?.('a database that answers slowly during a login storm (PostgreSQL)', (
       await waitForLockWaiters(watcher, STORM);
       await holder.query('rollback');
       expect(await Promise.all(waiting)).toEqual(Array(STORM).fill('ocpp2.0.1'));
-      await Promise.all(open.splice(-STORM).map((c) => c.close({ force: true })));
+      await Promise.all(t.open.splice(-STORM).map((c) => c.close({ force: true })));
       await allDisconnected();
 
       // Refused: held past the statement timeout, every station gets a 503 and none reads connected.
