@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { HASH_CONCURRENCY, passwordHashQueue, stationLoginQueue } from '../../src/asset-management/password-hash-queue.js';
-import { sql, type Database } from '../../src/db/database.js';
+import { otherSession } from '../helpers/test-database.js';
 import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { listPayments, recordPayment } from '../helpers/payments-factory.js';
 import { basic, provisionStation, refusedWith, stationClient, useStationApp, type StationClient } from '../helpers/station-factory.js';
@@ -275,14 +275,6 @@ describe('upgrade requests that never finish arriving', () => {
 
 const onServer = process.env.DATABASE_URL ? describe : undefined;
 
-async function otherSession(database: Database): Promise<pg.Client> {
-  const result = (await database.db.execute(sql`select current_database() as name`)) as unknown as { rows: { name: string }[] };
-  const url = new URL(process.env.DATABASE_URL!);
-  url.pathname = `/${result.rows[0]!.name}`;
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  return client;
-}
 
 async function waitForLockWaiters(watcher: pg.Client, count: number): Promise<void> {
   await vi.waitFor(
