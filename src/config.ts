@@ -49,6 +49,10 @@ const envSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
   // Longest time for a request's headers and body to arrive (never bounds a handler's work).
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
+  // Connections the kernel completes and queues until the process accepts them. Node's default
+  // (511) overflows in a reconnect storm: the kernel then drops the stations' SYNs, and each
+  // retries after 1, 3, 7, 15 s. Linux caps it at net.core.somaxconn.
+  LISTEN_BACKLOG: z.coerce.number().int().min(1).max(65_535).default(4096),
   OCPP_HEARTBEAT_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   // A socket that misses one ping is closed at the next: dead within twice this (contract §8.1: 60 s).
   OCPP_PING_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(30).default(30),
@@ -122,6 +126,7 @@ const configSchema = envSchema.transform((e, ctx) => {
     },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    listenBacklog: e.LISTEN_BACKLOG,
     ocpp: {
       heartbeatIntervalSeconds: e.OCPP_HEARTBEAT_INTERVAL_SECONDS,
       pingIntervalSeconds: e.OCPP_PING_INTERVAL_SECONDS,

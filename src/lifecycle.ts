@@ -16,7 +16,7 @@ export interface OcppTlsListener {
 // connection is encrypted. It serves nothing but the OCPP upgrade.
 export async function listenOcppTls(
   app: FastifyInstance,
-  options: { host: string; port: number; certFile: string; keyFile: string; requestTimeoutMs: number },
+  options: { host: string; port: number; certFile: string; keyFile: string; requestTimeoutMs: number; backlog: number },
 ): Promise<OcppTlsListener> {
   const server = createHttpsServer(
     {
@@ -35,7 +35,7 @@ export async function listenOcppTls(
   server.on('tlsClientError', () => undefined);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host, () => {
+    server.listen({ port: options.port, host: options.host, backlog: options.backlog }, () => {
       server.off('error', reject);
       resolve();
     });
@@ -55,7 +55,7 @@ export async function listenOcppTls(
 // database (an onClose hook), exit 0; a shutdown slower than the timeout exits 1.
 export async function runServer(
   app: FastifyInstance,
-  config: Pick<AppConfig, 'host' | 'port' | 'shutdownTimeoutMs' | 'requestTimeoutMs'> & { ocpp?: AppConfig['ocpp'] },
+  config: Pick<AppConfig, 'host' | 'port' | 'shutdownTimeoutMs' | 'requestTimeoutMs' | 'listenBacklog'> & { ocpp?: AppConfig['ocpp'] },
 ): Promise<string> {
   let tls: OcppTlsListener | undefined;
   closeWithGrace({ delay: config.shutdownTimeoutMs, logger: false }, async ({ signal, err }) => {
@@ -65,9 +65,9 @@ export async function runServer(
     await app.close();
     await tls?.close();
   });
-  const address = await app.listen({ host: config.host, port: config.port });
+  const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog });
   if (config.ocpp?.tls) {
-    tls = await listenOcppTls(app, { host: config.host, ...config.ocpp.tls, requestTimeoutMs: config.requestTimeoutMs });
+    tls = await listenOcppTls(app, { host: config.host, ...config.ocpp.tls, requestTimeoutMs: config.requestTimeoutMs, backlog: config.listenBacklog });
     app.log.info({ port: tls.port }, 'OCPP TLS listener ready');
   }
   return address;

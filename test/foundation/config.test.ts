@@ -136,6 +136,14 @@ describe('loadConfig', () => {
     expectRejected({ OCPP_LEASE_SECONDS: '61' }, 'OCPP_LEASE_SECONDS');
   });
 
+  it('LISTEN_BACKLOG: 4096 unless set, a whole number from 1 to 65535', () => {
+    expect(loadConfig({}).listenBacklog).toBe(4096);
+    expect(loadConfig({ LISTEN_BACKLOG: '100' }).listenBacklog).toBe(100);
+    expectRejected({ LISTEN_BACKLOG: '0' }, 'LISTEN_BACKLOG');
+    expectRejected({ LISTEN_BACKLOG: '65536' }, 'LISTEN_BACKLOG');
+    expectRejected({ LISTEN_BACKLOG: 'many' }, 'LISTEN_BACKLOG');
+  });
+
   it('OCPP_CALL_TIMEOUT_SECONDS: any whole number of seconds from 1 is valid; a timer never exceeds what setTimeout can wait', () => {
     expect(loadConfig({ OCPP_CALL_TIMEOUT_SECONDS: '1' }).ocpp.callTimeoutMs).toBe(1000);
     expect(loadConfig({ OCPP_CALL_TIMEOUT_SECONDS: '86400' }).ocpp.callTimeoutMs).toBe(86_400_000);

@@ -35,7 +35,7 @@ beforeAll(async () => {
   // The default minimum profile, 2.
   t = await createTestApp({ passwordHashParams: CHEAP_HASH });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
-  tls = await listenOcppTls(t.app, { host: '127.0.0.1', port: 0, certFile, keyFile, requestTimeoutMs: 5000 });
+  tls = await listenOcppTls(t.app, { host: '127.0.0.1', port: 0, certFile, keyFile, requestTimeoutMs: 5000, backlog: 511 });
   plain = `ws://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/ocpp`;
   secure = `wss://127.0.0.1:${tls.port}/ocpp`;
 });
