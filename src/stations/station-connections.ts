@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
+import pLimit from 'p-limit';
 import { loggableError, sql, type Db } from '../db/database.js';
 import { newId } from '../ids.js';
 import { ID_PATTERN } from '../asset-management/asset-management-schemas.js';
@@ -14,19 +15,24 @@ import { createInProcessBus, createPgCommandBus, type CommandBus, type PasswordC
 import { makeReplicaKeys } from './sealed-box.js';
 import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
 import { forwardedOverTls, ocppIdentity, profileProblem, type SecurityProfile } from './station-rules.js';
+import { createBatcher } from '../batching.js';
 import {
-  claimStation,
+  claimStations,
   deleteStaleReplicas,
   endReplica,
   findStationHolder,
-  findStationLogin,
-  recordBoot,
-  type StationLoginRow,
-  recordConnectorStatus,
-  releaseStation,
+  findStationLogins,
+  recordBoots,
+  recordConnectorStatuses,
+  releaseStations,
   renewReplicaLease,
   stationsHeldBy,
   touchStations,
+  type StationBoot,
+  type StationClaim,
+  type StationConnectorStatus,
+  type StationLoginRow,
+  type StationRelease,
 } from './stations-repository.js';
 
 export interface StationConnectionsOptions {
@@ -37,6 +43,8 @@ export interface StationConnectionsOptions {
   leaseSeconds: number;
   minSecurityProfile: SecurityProfile;
   trustProxy: boolean;
+  // The database pool's size: station statements may hold at most half of it (stationStatementLimit).
+  databasePoolMax: number;
   // PostgreSQL: commands for stations on other replicas go through LISTEN/NOTIFY on a connection
   // of its own. Unset (PGlite): one process, commands are function calls.
   connectionString?: string | undefined;
@@ -112,8 +120,34 @@ export async function checkStationCredential(
   return matched;
 }
 
+// How many of the stations' statements (login, claim, boot, connector status, release) may be in
+// the database pool at once: half of it. The pool hands out connections in arrival order, so in a
+// reconnect storm the API's queries waited behind thousands of the stations': the 100-ID list's
+// p99 went to 5x its figure without a storm. Bounded, the stations queue here and the API always
+// has the other half of the pool.
+export function stationStatementLimit(poolMax: number): number {
+  return Math.max(1, Math.floor(poolMax / 2));
+}
+
+// Most stations one statement takes: its arrays stay well under PostgreSQL's limits and a batch
+// runs in milliseconds.
+const STATION_BATCH_MAX = 500;
+
 export function createStationConnections(options: StationConnectionsOptions): StationConnections {
   const { db, log } = options;
+  const statementTurn = pLimit(stationStatementLimit(options.databasePoolMax));
+  const batched = <I, O>(run: (items: I[]) => Promise<O[]>, key?: (item: I) => string) =>
+    createBatcher<I, O>({ maxSize: STATION_BATCH_MAX, run, key, schedule: statementTurn });
+  const forEach = <I>(write: (items: I[]) => Promise<void>) => async (items: I[]) => {
+    await write(items);
+    return items.map(() => undefined);
+  };
+  const byAsset = (item: { assetId: string }) => item.assetId;
+  const logins = batched((ids: string[]) => findStationLogins(db, ids));
+  const claims = batched((items: StationClaim[]) => claimStations(db, items), byAsset);
+  const boots = batched(forEach((items: StationBoot[]) => recordBoots(db, items)), byAsset);
+  const statuses = batched(forEach((items: StationConnectorStatus[]) => recordConnectorStatuses(db, items)), byAsset);
+  const releases = batched(forEach((items: StationRelease[]) => releaseStations(db, items)), byAsset);
   // Made at start, in memory only: replicas sharing a DATA_DIR must not share it.
   const replicaId = newId('rep');
   // The private half never leaves this process: a password sealed to it is readable here only.
@@ -145,7 +179,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     const { identity, request, credentials } = upgrade;
     if (closing) return refuse(identity, 503, 'shutting down');
     // Before any hash: an unknown identity costs one indexed read and nothing else.
-    const asset = await findStationLogin(db, identity);
+    const asset = await logins.push(identity);
     if (!asset) return refuse(identity, 404, 'unknown identity');
     const overTls = (request.socket as TLSSocket).encrypted === true || (options.trustProxy && forwardedOverTls(request.headers));
     const problem = profileProblem(asset.securityProfile, options.minSecurityProfile, overTls);
@@ -167,7 +201,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
       return { accept: true, protocol, session: { epoch: null } };
     }
     if (closing) return refuse(identity, 503, 'shutting down');
-    const epoch = await claimStation(db, { assetId: identity, replicaId, protocol });
+    const epoch = await claims.push({ assetId: identity, replicaId, protocol });
     const claimedAt = Date.now();
     // Whatever ends this TCP connection, before or after the WebSocket opened, releases the claim
     // once; the epoch keeps it from releasing a newer connection's.
@@ -189,7 +223,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     if (entry?.epoch === epoch) held.delete(identity);
     // Shutting down: one statement releases every station of the replica (close()).
     if (closing) return;
-    releaseStation(db, { assetId: identity, epoch, lastSeenAt: new Date(lastSeenAt) }).catch((error: unknown) =>
+    releases.push({ assetId: identity, epoch, lastSeenAt: new Date(lastSeenAt) }).catch((error: unknown) =>
       // The lease or the next claim settles it; a lost release is never a crash.
       log.warn({ station: identity, err: loggableError(error) }, 'could not record a station disconnect'),
     );
@@ -229,7 +263,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
       const p = params as Record<string, unknown>;
       const station = (v16 ? p : (p.chargingStation ?? {})) as Record<string, unknown>;
       // Stored before the answer goes out, so a read right after the answer shows it.
-      await recordBoot(db, {
+      await boots.push({
         assetId,
         epoch,
         vendor: text(v16 ? station.chargePointVendor : station.vendorName),
@@ -247,7 +281,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
         ? { status: String(p.status), errorCode: String(p.errorCode), ...(typeof p.timestamp === 'string' ? { timestamp: p.timestamp } : {}), receivedAt }
         : { status: String(p.connectorStatus), timestamp: String(p.timestamp), receivedAt };
       const key = v16 ? String(p.connectorId) : `${String(p.evseId)}/${String(p.connectorId)}`;
-      await recordConnectorStatus(db, { assetId, epoch, key, status });
+      await statuses.push({ assetId, epoch, key, status });
       return {};
     });
   }

@@ -27,6 +27,7 @@ async function stationsPlugin(app: FastifyInstance): Promise<void> {
     leaseSeconds: config.ocpp.leaseSeconds,
     minSecurityProfile: config.ocppMinSecurityProfile,
     trustProxy: config.trustProxy,
+    databasePoolMax: config.database.poolMax,
     connectionString: database.connectionString,
     onReplacedLogin: () => replacedLogins.inc(),
   });

@@ -15,94 +15,66 @@ export interface StationLoginRow {
   deadlinePassed: boolean;
 }
 
-// The statements every connecting station runs (its login, its claim, its boot, its connector
-// statuses), built once per executor and prepared by name: a reconnect storm runs them thousands
-// of times a second, and building each one's SQL text anew cost about a quarter of the event
-// loop's time per login in a profile of a 2,000-station storm, and PostgreSQL a parse and plan each.
-function stationStatements(db: Executor) {
-  const id = sql.placeholder('id');
-  const epoch = sql.placeholder('epoch');
-  const heldBy = and(eq(stationConnections.assetId, id), eq(stationConnections.epoch, epoch));
-  return {
-    // Not network-scoped: a connecting station presents only its identity.
-    findLogin: db
-      .select({
-        id: assets.id,
-        ocppVersion: assets.ocppVersion,
-        securityProfile: assets.securityProfile,
-        passwordHash: assets.passwordHash,
-        pendingPasswordHash: assets.pendingPasswordHash,
-        replacedPasswordHash: assets.replacedPasswordHash,
-        rotationId: assets.rotationId,
-        rotationState: assets.rotationState,
-        deadlinePassed: sql<boolean>`coalesce(${assets.rotationDeadline} < now(), false)`,
-      })
-      .from(assets)
-      .where(eq(assets.id, id))
-      .limit(1)
-      .prepare('station_find_login'),
-    // Takes the station for this replica with a new epoch: any older connection, here or on
-    // another replica, is no longer the station's from this statement on.
-    claim: db
-      .insert(stationConnections)
-      .values({
-        assetId: id,
-        replicaId: sql.placeholder('replicaId'),
-        epoch: 1,
-        protocol: sql.placeholder('protocol'),
-        connectedAt: sql`now()`,
-        lastSeenAt: sql`now()`,
-      })
-      .onConflictDoUpdate({
-        target: stationConnections.assetId,
-        set: {
-          replicaId: sql`excluded.replica_id`,
-          epoch: sql`${stationConnections.epoch} + 1`,
-          protocol: sql`excluded.protocol`,
-          connectedAt: sql`now()`,
-          lastSeenAt: sql`now()`,
-          disconnectedAt: null,
-        },
-      })
-      .returning({ epoch: stationConnections.epoch })
-      .prepare('station_claim'),
-    recordBoot: db
-      .update(stationConnections)
-      .set({
-        vendor: sql`${sql.placeholder('vendor')}::text`,
-        model: sql`${sql.placeholder('model')}::text`,
-        serialNumber: sql`${sql.placeholder('serialNumber')}::text`,
-        firmwareVersion: sql`${sql.placeholder('firmwareVersion')}::text`,
-        bootedAt: sql`now()`,
-        lastSeenAt: sql`now()`,
-      })
-      .where(heldBy)
-      .prepare('station_record_boot'),
-    // One statement: concurrent notifications for other connectors of the station cannot lose each other.
-    recordConnectorStatus: db
-      .update(stationConnections)
-      .set({
-        connectorStatuses: sql`${stationConnections.connectorStatuses} || jsonb_build_object(${sql.placeholder('key')}::text, ${sql.placeholder('status')}::jsonb)`,
-      })
-      .where(heldBy)
-      .prepare('station_record_connector_status'),
-  };
-}
+const loginColumns = {
+  id: assets.id,
+  ocppVersion: assets.ocppVersion,
+  securityProfile: assets.securityProfile,
+  passwordHash: assets.passwordHash,
+  pendingPasswordHash: assets.pendingPasswordHash,
+  replacedPasswordHash: assets.replacedPasswordHash,
+  rotationId: assets.rotationId,
+  rotationState: assets.rotationState,
+  deadlinePassed: sql<boolean>`coalesce(${assets.rotationDeadline} < now(), false)`,
+};
 
-const statementsByExecutor = new WeakMap<Executor, ReturnType<typeof stationStatements>>();
+// The statements every connecting station runs (login, claim, boot, connector status, release)
+// take many stations at once (src/batching.ts gathers them): one statement of constant text with
+// arrays for parameters, so a storm of 2,000 stations is a few dozen statements, not 8,000.
 
-function statements(db: Executor): ReturnType<typeof stationStatements> {
-  let prepared = statementsByExecutor.get(db);
-  if (!prepared) {
-    prepared = stationStatements(db);
-    statementsByExecutor.set(db, prepared);
-  }
-  return prepared;
+// Not network-scoped: a connecting station presents only its identity. One row per id found, in
+// the order of ids; undefined for an unknown one.
+export async function findStationLogins(db: Executor, ids: string[]): Promise<Array<StationLoginRow | undefined>> {
+  const rows = await db
+    .select(loginColumns)
+    .from(assets)
+    .where(sql`${assets.id} = any(${sql.param(ids)}::text[])`);
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id) => byId.get(id));
 }
 
 export async function findStationLogin(db: Executor, id: string): Promise<StationLoginRow | undefined> {
-  const [row] = await statements(db).findLogin.execute({ id });
-  return row;
+  return (await findStationLogins(db, [id]))[0];
+}
+
+export interface StationClaim {
+  assetId: string;
+  replicaId: string;
+  protocol: string;
+}
+
+// Takes each station for its replica with a new epoch: any older connection, here or on another
+// replica, is no longer the station's from this statement on. The ids must be distinct (a
+// statement cannot update one row twice). Epochs in the order of claims.
+export async function claimStations(db: Executor, claims: StationClaim[]): Promise<number[]> {
+  const result = (await db.execute(sql`
+    insert into station_connections (asset_id, replica_id, epoch, protocol, connected_at, last_seen_at)
+    select c.asset_id, c.replica_id, 1, c.protocol, now(), now()
+      from unnest(${sql.param(claims.map((c) => c.assetId))}::text[], ${sql.param(claims.map((c) => c.replicaId))}::text[],
+                  ${sql.param(claims.map((c) => c.protocol))}::text[]) as c(asset_id, replica_id, protocol)
+    on conflict (asset_id) do update
+       set replica_id = excluded.replica_id, epoch = station_connections.epoch + 1, protocol = excluded.protocol,
+           connected_at = now(), last_seen_at = now(), disconnected_at = null
+    returning asset_id, epoch::text as epoch`)) as unknown as { rows: Array<{ asset_id: string; epoch: string }> };
+  const byId = new Map(result.rows.map((r) => [r.asset_id, Number(r.epoch)]));
+  return claims.map((c) => {
+    const epoch = byId.get(c.assetId);
+    if (epoch === undefined) throw new Error(`claim of ${c.assetId} returned no epoch`);
+    return epoch;
+  });
+}
+
+export async function claimStation(db: Executor, claim: StationClaim): Promise<number> {
+  return (await claimStations(db, [claim]))[0]!;
 }
 
 export async function renewReplicaLease(db: Executor, replicaId: string, leaseSeconds: number, publicKey: string): Promise<void> {
@@ -137,35 +109,64 @@ export async function endReplica(db: Executor, replicaId: string): Promise<void>
   await db.delete(stationReplicas).where(eq(stationReplicas.id, replicaId));
 }
 
-export async function claimStation(db: Executor, claim: { assetId: string; replicaId: string; protocol: string }): Promise<number> {
-  const [row] = await statements(db).claim.execute({ id: claim.assetId, replicaId: claim.replicaId, protocol: claim.protocol });
-  return row!.epoch;
+export interface StationRelease {
+  assetId: string;
+  epoch: number;
+  lastSeenAt: Date;
 }
 
-function held(assetId: string, epoch: number) {
-  return and(eq(stationConnections.assetId, assetId), eq(stationConnections.epoch, epoch));
+// Each row only while its epoch is the one released: a newer connection's row is left alone.
+export async function releaseStations(db: Executor, releases: StationRelease[]): Promise<void> {
+  await db.execute(sql`
+    update station_connections c
+       set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
+      from unnest(${sql.param(releases.map((r) => r.assetId))}::text[], ${sql.param(releases.map((r) => r.epoch))}::bigint[],
+                  ${sql.param(releases.map((r) => r.lastSeenAt.toISOString()))}::timestamptz[]) as r(asset_id, epoch, seen)
+     where c.asset_id = r.asset_id and c.epoch = r.epoch`);
 }
 
-export async function releaseStation(db: Executor, release: { assetId: string; epoch: number; lastSeenAt: Date }): Promise<void> {
-  await db
-    .update(stationConnections)
-    .set({ replicaId: null, disconnectedAt: sql`now()`, lastSeenAt: sql`greatest(${stationConnections.lastSeenAt}, ${release.lastSeenAt.toISOString()}::timestamptz)` })
-    .where(held(release.assetId, release.epoch));
+export async function releaseStation(db: Executor, release: StationRelease): Promise<void> {
+  await releaseStations(db, [release]);
 }
 
-export async function recordBoot(
-  db: Executor,
-  boot: { assetId: string; epoch: number; vendor: string | null; model: string | null; serialNumber: string | null; firmwareVersion: string | null },
-): Promise<void> {
-  const { assetId, epoch, ...fields } = boot;
-  await statements(db).recordBoot.execute({ id: assetId, epoch, ...fields });
+export interface StationBoot {
+  assetId: string;
+  epoch: number;
+  vendor: string | null;
+  model: string | null;
+  serialNumber: string | null;
+  firmwareVersion: string | null;
 }
 
-export async function recordConnectorStatus(
-  db: Executor,
-  update: { assetId: string; epoch: number; key: string; status: ConnectorStatusRecord },
-): Promise<void> {
-  await statements(db).recordConnectorStatus.execute({ id: update.assetId, epoch: update.epoch, key: update.key, status: JSON.stringify(update.status) });
+export async function recordBoots(db: Executor, boots: StationBoot[]): Promise<void> {
+  const column = (pick: (b: StationBoot) => string | null) => sql.param(boots.map(pick));
+  await db.execute(sql`
+    update station_connections c
+       set vendor = b.vendor, model = b.model, serial_number = b.serial_number, firmware_version = b.firmware_version,
+           booted_at = now(), last_seen_at = now()
+      from unnest(${column((b) => b.assetId)}::text[], ${sql.param(boots.map((b) => b.epoch))}::bigint[], ${column((b) => b.vendor)}::text[],
+                  ${column((b) => b.model)}::text[], ${column((b) => b.serialNumber)}::text[], ${column((b) => b.firmwareVersion)}::text[])
+           as b(asset_id, epoch, vendor, model, serial_number, firmware_version)
+     where c.asset_id = b.asset_id and c.epoch = b.epoch`);
+}
+
+export interface StationConnectorStatus {
+  assetId: string;
+  epoch: number;
+  key: string;
+  status: ConnectorStatusRecord;
+}
+
+// Merged into the stored statuses in the statement itself: notifications for other connectors of
+// the station cannot lose each other. The asset ids must be distinct.
+export async function recordConnectorStatuses(db: Executor, updates: StationConnectorStatus[]): Promise<void> {
+  await db.execute(sql`
+    update station_connections c
+       set connector_statuses = c.connector_statuses || jsonb_build_object(u.key, u.status)
+      from unnest(${sql.param(updates.map((u) => u.assetId))}::text[], ${sql.param(updates.map((u) => u.epoch))}::bigint[],
+                  ${sql.param(updates.map((u) => u.key))}::text[], ${sql.param(updates.map((u) => JSON.stringify(u.status)))}::jsonb[])
+           as u(asset_id, epoch, key, status)
+     where c.asset_id = u.asset_id and c.epoch = u.epoch`);
 }
 
 // The stations this replica still holds by the database's account, with their epochs.
