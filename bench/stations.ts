@@ -44,6 +44,10 @@ function parse(argv: string[]): StationsOptions {
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
+// The Node that runs the service: this one unless BENCH_SERVER_NODE names another binary (the
+// Docker image runs Node 24, whose SO_REUSEPORT gives the port several accepting sockets).
+const SERVER_NODE = process.env.BENCH_SERVER_NODE ?? process.execPath;
+
 async function insertStations(database: Awaited<ReturnType<typeof openBenchDatabase>>, prefix: string, count: number, kind: 'generated' | 'supplied') {
   const stations: Array<[string, string]> = [];
   const hashes: string[] = [];
@@ -133,14 +137,15 @@ async function rotationRoundTrips(apiBase: string, stationEndpoint: string, toke
 
 async function main(): Promise<void> {
   const options = parse(process.argv.slice(2));
-  log(`stations benchmark, ${new Date().toISOString()}: ${options.held} held, storms of ${options.storm} (HMAC) and ${options.stormSupplied} (argon2id), ${os.availableParallelism()} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  const serverNodeVersion = (await runCommand(SERVER_NODE, ['--version'], { cwd: ROOT_DIR, timeoutMs: 10_000 })).stdout.trim();
+  log(`stations benchmark, ${new Date().toISOString()}, service on Node ${serverNodeVersion}: ${options.held} held, storms of ${options.storm} (HMAC) and ${options.stormSupplied} (argon2id), ${os.availableParallelism()} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   if (options.build) {
     const build = await runCommand('npm', ['run', 'build'], { cwd: ROOT_DIR, timeoutMs: 300_000 });
     if (build.code !== 0) throw new Error(`npm run build failed:\n${build.stdout}\n${build.stderr}`);
   }
   const dir = mkdtempSync(join(os.tmpdir(), 'cns-bench-stations-'));
   const target = await createBenchTarget(process.env.DATABASE_URL);
-  const results: Record<string, unknown> = { startedAt: new Date().toISOString(), options, database: target.kind };
+  const results: Record<string, unknown> = { startedAt: new Date().toISOString(), options, database: target.kind, serverNode: serverNodeVersion };
   let server: Child | undefined;
   try {
     const database = await openBenchDatabase(target);
@@ -153,7 +158,7 @@ async function main(): Promise<void> {
     await database.close();
 
     const port = await freePort();
-    server = startChild('service', process.execPath, ['dist/server.js'], {
+    server = startChild('service', SERVER_NODE, ['dist/server.js'], {
       cwd: ROOT_DIR,
       env: {
         PATH: process.env.PATH,
@@ -212,7 +217,7 @@ async function main(): Promise<void> {
     log(`  rotation round trip, one replica, ${heldReady.accepted} stations held: p50 ${rotation.oneReplica.p50Ms.toFixed(1)} ms  p99 ${rotation.oneReplica.p99Ms.toFixed(1)} ms (target p50 <= 20 ms)`);
     if (target.kind === 'postgres') {
       const secondPort = await freePort();
-      const second = startChild('service-b', process.execPath, ['dist/server.js'], {
+      const second = startChild('service-b', SERVER_NODE, ['dist/server.js'], {
         cwd: ROOT_DIR,
         env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', LOG_LEVEL: 'warn', HOST: LOOPBACK, PORT: String(secondPort), RATE_LIMIT_MAX: '0', OCPP_MIN_SECURITY_PROFILE: '1', DATABASE_URL: target.url },
         logFile: join(dir, 'service-b.log'),
