@@ -146,7 +146,7 @@ describe('no 500s', () => {
         expect([200, 400, 404, 405, 409], `${paymentId} ${payload}: ${res.body}`).toContain(res.statusCode);
         if (res.statusCode === 405) expect(res.json()).toEqual({ code: 'METHOD_NOT_ALLOWED', message: expect.any(String), status: 405 });
         // An ID longer than the router's parameter limit matches no route: the unknown-route 404.
-        if (res.statusCode === 404 && !('code' in res.json())) expect(res.json()).toEqual({ message: expect.stringMatching(/^Route POST /) });
+        else if (res.statusCode === 404 && !('code' in res.json())) expect(res.json()).toEqual({ message: expect.stringMatching(/^Route POST /) });
         else expectPaymentsShape(res);
       }),
       RUNS,
