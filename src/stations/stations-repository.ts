@@ -1,5 +1,5 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
-import type { Executor } from '../db/database.js';
+import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { rowsOf, type Executor } from '../db/database.js';
 import { assets, stationConnections, stationReplicas, type ConnectorStatusRecord } from '../db/schema.js';
 import type { RotationState } from '../asset-management/rotation.js';
 
@@ -42,10 +42,6 @@ export async function findStationLogins(db: Executor, ids: string[]): Promise<Ar
   return ids.map((id) => byId.get(id));
 }
 
-export async function findStationLogin(db: Executor, id: string): Promise<StationLoginRow | undefined> {
-  return (await findStationLogins(db, [id]))[0];
-}
-
 export interface StationClaim {
   assetId: string;
   replicaId: string;
@@ -56,7 +52,9 @@ export interface StationClaim {
 // replica, is no longer the station's from this statement on. The ids must be distinct (a
 // statement cannot update one row twice). Epochs in the order of claims.
 export async function claimStations(db: Executor, claims: StationClaim[]): Promise<number[]> {
-  const result = (await db.execute(sql`
+  const rows = await rowsOf<{ asset_id: string; epoch: string }>(
+    db,
+    sql`
     insert into station_connections (asset_id, replica_id, epoch, protocol, connected_at, last_seen_at)
     select c.asset_id, c.replica_id, 1, c.protocol, now(), now()
       from unnest(${sql.param(claims.map((c) => c.assetId))}::text[], ${sql.param(claims.map((c) => c.replicaId))}::text[],
@@ -64,17 +62,14 @@ export async function claimStations(db: Executor, claims: StationClaim[]): Promi
     on conflict (asset_id) do update
        set replica_id = excluded.replica_id, epoch = station_connections.epoch + 1, protocol = excluded.protocol,
            connected_at = now(), last_seen_at = now(), disconnected_at = null
-    returning asset_id, epoch::text as epoch`)) as unknown as { rows: Array<{ asset_id: string; epoch: string }> };
-  const byId = new Map(result.rows.map((r) => [r.asset_id, Number(r.epoch)]));
+    returning asset_id, epoch::text as epoch`,
+  );
+  const byId = new Map(rows.map((r) => [r.asset_id, Number(r.epoch)]));
   return claims.map((c) => {
     const epoch = byId.get(c.assetId);
     if (epoch === undefined) throw new Error(`claim of ${c.assetId} returned no epoch`);
     return epoch;
   });
-}
-
-export async function claimStation(db: Executor, claim: StationClaim): Promise<number> {
-  return (await claimStations(db, [claim]))[0]!;
 }
 
 export async function renewReplicaLease(db: Executor, replicaId: string, leaseSeconds: number, publicKey: string): Promise<void> {
@@ -109,24 +104,31 @@ export async function endReplica(db: Executor, replicaId: string): Promise<void>
   await db.delete(stationReplicas).where(eq(stationReplicas.id, replicaId));
 }
 
+// `from <the items as rows r> where <r's station at r's epoch>`: what an update of the
+// stations' connection rows (alias c) reads, each row only while its epoch is the one named, so a
+// newer connection's row is left alone. Columns beyond asset_id and epoch come as r.<name>.
+function ofHeldRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]>): SQL {
+  const extra = Object.entries(columns);
+  const arrays = [
+    sql`${sql.param(items.map((i) => i.assetId))}::text[]`,
+    sql`${sql.param(items.map((i) => i.epoch))}::bigint[]`,
+    ...extra.map(([, [type, value]]) => sql`${sql.param(items.map(value))}::${sql.raw(type)}[]`),
+  ];
+  const names = sql.raw(['asset_id', 'epoch', ...extra.map(([name]) => name)].join(', '));
+  return sql`from unnest(${sql.join(arrays, sql`, `)}) as r(${names}) where c.asset_id = r.asset_id and c.epoch = r.epoch`;
+}
+
 export interface StationRelease {
   assetId: string;
   epoch: number;
   lastSeenAt: Date;
 }
 
-// Each row only while its epoch is the one released: a newer connection's row is left alone.
 export async function releaseStations(db: Executor, releases: StationRelease[]): Promise<void> {
   await db.execute(sql`
     update station_connections c
        set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
-      from unnest(${sql.param(releases.map((r) => r.assetId))}::text[], ${sql.param(releases.map((r) => r.epoch))}::bigint[],
-                  ${sql.param(releases.map((r) => r.lastSeenAt.toISOString()))}::timestamptz[]) as r(asset_id, epoch, seen)
-     where c.asset_id = r.asset_id and c.epoch = r.epoch`);
-}
-
-export async function releaseStation(db: Executor, release: StationRelease): Promise<void> {
-  await releaseStations(db, [release]);
+    ${ofHeldRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })}`);
 }
 
 export interface StationBoot {
@@ -139,15 +141,16 @@ export interface StationBoot {
 }
 
 export async function recordBoots(db: Executor, boots: StationBoot[]): Promise<void> {
-  const column = (pick: (b: StationBoot) => string | null) => sql.param(boots.map(pick));
   await db.execute(sql`
     update station_connections c
-       set vendor = b.vendor, model = b.model, serial_number = b.serial_number, firmware_version = b.firmware_version,
+       set vendor = r.vendor, model = r.model, serial_number = r.serial_number, firmware_version = r.firmware_version,
            booted_at = now(), last_seen_at = now()
-      from unnest(${column((b) => b.assetId)}::text[], ${sql.param(boots.map((b) => b.epoch))}::bigint[], ${column((b) => b.vendor)}::text[],
-                  ${column((b) => b.model)}::text[], ${column((b) => b.serialNumber)}::text[], ${column((b) => b.firmwareVersion)}::text[])
-           as b(asset_id, epoch, vendor, model, serial_number, firmware_version)
-     where c.asset_id = b.asset_id and c.epoch = b.epoch`);
+    ${ofHeldRows(boots, {
+      vendor: ['text', (b) => b.vendor],
+      model: ['text', (b) => b.model],
+      serial_number: ['text', (b) => b.serialNumber],
+      firmware_version: ['text', (b) => b.firmwareVersion],
+    })}`);
 }
 
 export interface StationConnectorStatus {
@@ -162,11 +165,8 @@ export interface StationConnectorStatus {
 export async function recordConnectorStatuses(db: Executor, updates: StationConnectorStatus[]): Promise<void> {
   await db.execute(sql`
     update station_connections c
-       set connector_statuses = c.connector_statuses || jsonb_build_object(u.key, u.status)
-      from unnest(${sql.param(updates.map((u) => u.assetId))}::text[], ${sql.param(updates.map((u) => u.epoch))}::bigint[],
-                  ${sql.param(updates.map((u) => u.key))}::text[], ${sql.param(updates.map((u) => JSON.stringify(u.status)))}::jsonb[])
-           as u(asset_id, epoch, key, status)
-     where c.asset_id = u.asset_id and c.epoch = u.epoch`);
+       set connector_statuses = c.connector_statuses || jsonb_build_object(r.key, r.status)
+    ${ofHeldRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}`);
 }
 
 // The stations this replica still holds by the database's account, with their epochs.
@@ -183,10 +183,8 @@ export async function touchStations(db: Executor, seen: Array<{ assetId: string;
   if (seen.length === 0) return;
   await db.execute(sql`
     update station_connections c
-       set last_seen_at = greatest(c.last_seen_at, s.seen)
-      from unnest(${sql.param(seen.map((s) => s.assetId))}::text[], ${sql.param(seen.map((s) => s.epoch))}::bigint[],
-                  ${sql.param(seen.map((s) => s.lastSeenAt.toISOString()))}::timestamptz[]) as s(asset_id, epoch, seen)
-     where c.asset_id = s.asset_id and c.epoch = s.epoch`);
+       set last_seen_at = greatest(c.last_seen_at, r.seen)
+    ${ofHeldRows(seen, { seen: ['timestamptz', (s) => s.lastSeenAt.toISOString()] })}`);
 }
 
 export interface StationRow {

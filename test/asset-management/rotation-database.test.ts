@@ -8,7 +8,7 @@ import { changeAssetPassword, type StationCommandPort } from '../../src/asset-ma
 import { verifyPassword } from '../../src/asset-management/passwords.js';
 import { loginSlots, type StationAnswer } from '../../src/asset-management/rotation.js';
 import { checkStationCredential } from '../../src/stations/station-connections.js';
-import { claimStation, findStationLogin, releaseStation } from '../../src/stations/stations-repository.js';
+import { claimStations, findStationLogins, releaseStations } from '../../src/stations/stations-repository.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
@@ -34,7 +34,7 @@ const actions: fc.Arbitrary<Action> = fc.oneof(
 
 // Whether a login with this credential would be accepted now, read from the row without moving it.
 async function accepted(id: string, credential: string): Promise<boolean> {
-  const row = (await findStationLogin(t.database.db, id))!;
+  const row = (await findStationLogins(t.database.db, [id]))[0]!;
   for (const slot of loginSlots(row.rotationState)) {
     const hash = slot === 'active' ? row.passwordHash : row.pendingPasswordHash;
     if (hash !== null && (await verifyPassword(credential, hash))) return true;
@@ -76,15 +76,15 @@ describe('rotation against the database', () => {
           } else if (action.type === 'connect') {
             const held = [...mayHold];
             const credential = held[action.pick % held.length]!;
-            const row = (await findStationLogin(db, asset.id))!;
+            const row = (await findStationLogins(db, [asset.id]))[0]!;
             const matched = await checkStationCredential(db, row, Buffer.from(credential), { log: t.app.log });
             expect(matched === 'active' || matched === 'pending').toBe(true);
             mayHold = new Set([credential]);
-            epoch = await claimStation(db, { assetId: asset.id, replicaId: t.app.stations.replicaId, protocol: 'ocpp2.0.1' });
+            epoch = (await claimStations(db, [{ assetId: asset.id, replicaId: t.app.stations.replicaId, protocol: 'ocpp2.0.1' }]))[0]!;
           } else if (action.type === 'disconnect' && epoch !== null) {
-            await releaseStation(db, { assetId: asset.id, epoch, lastSeenAt: new Date() });
+            await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }]);
           } else if (action.type === 'stray') {
-            const row = (await findStationLogin(db, asset.id))!;
+            const row = (await findStationLogins(db, [asset.id]))[0]!;
             expect(await checkStationCredential(db, row, Buffer.from('Never:issued-password-0'), { log: t.app.log })).toBeNull();
           }
           for (const credential of mayHold) expect(await accepted(asset.id, credential)).toBe(true);

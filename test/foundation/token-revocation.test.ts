@@ -3,12 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, revokeClient, type CreatedClient } from '../../src/auth/clients-service.js';
 import { createRevocationList } from '../../src/auth/revocation-list.js';
 import { loadConfig } from '../../src/config.js';
-import { openDatabase, sql, type Database } from '../../src/db/database.js';
+import { openDatabase, type Database } from '../../src/db/database.js';
 import { countingDb } from '../helpers/counting-db.js';
 import { LIST_URL } from '../helpers/payments-factory.js';
 import { PAYMENTS_PROBE, createProbeApp, expectPaymentsDatabaseUnavailable, type ProbeApp } from '../helpers/probe-app.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
-import { createTestDatabase } from '../helpers/test-database.js';
+import { createTestDatabase, databaseUrlOf } from '../helpers/test-database.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const LIST = `${LIST_URL}?sessionIds=ses_revocation_probe`;
@@ -137,10 +137,7 @@ onServer?.('(PostgreSQL) revocation across replicas', () => {
   let second: Database;
   beforeAll(async () => {
     a = await createProbeApp({ env: { AUTH_REVOCATION_REFRESH_SECONDS: '1' } });
-    const rows = await a.database.db.execute<{ name: string }>(sql`select current_database() as name`);
-    const url = new URL(process.env.DATABASE_URL!);
-    url.pathname = `/${(rows as unknown as { rows: { name: string }[] }).rows[0]!.name}`;
-    second = await openDatabase({ url: url.toString(), poolMax: 2 });
+    second = await openDatabase({ url: await databaseUrlOf(a.database), poolMax: 2 });
     b = await createTestApp({ database: second, env: { AUTH_REVOCATION_REFRESH_SECONDS: '1' } });
   });
   afterAll(async () => {

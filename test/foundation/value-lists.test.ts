@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from '../../src/asset-management/asset-management-tables.js';
 import { ROTATION_OUTCOMES, ROTATION_RESOLUTIONS, ROTATION_STATES } from '../../src/asset-management/rotation.js';
-import { sql, type Database } from '../../src/db/database.js';
+import { rowsOf, sql, type Database } from '../../src/db/database.js';
 import { PAYMENT_STATUSES, PAYMENT_TYPES } from '../../src/payments/payments-tables.js';
 import { createTestDatabase } from '../helpers/test-database.js';
 
@@ -22,8 +22,7 @@ afterAll(async () => {
 });
 
 async function constraintText(name: string): Promise<string> {
-  const result = await database.db.execute(sql`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = ${name}`);
-  const rows = (result as unknown as { rows: { def: string }[] }).rows;
+  const rows = await rowsOf<{ def: string }>(database.db, sql`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = ${name}`);
   expect(rows).toHaveLength(1);
   return rows[0]!.def;
 }

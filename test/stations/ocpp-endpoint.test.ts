@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
-import { claimStation } from '../../src/stations/stations-repository.js';
+import { claimStations } from '../../src/stations/stations-repository.js';
 import { bootstrapToken, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { createAsset, siblingApp } from '../helpers/asset-factory.js';
@@ -315,6 +315,34 @@ describe('connection state', () => {
     expect(t.app.stations.isHeld(s.id)).toBe(true);
   });
 
+  it('connections of one identity that arrive together (their claims share a batch) leave exactly one open, the one with the newest epoch', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const clients = Array.from({ length: 5 }, () => station({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] }));
+    const closed = new Set<StationClient>();
+    for (const c of clients) c.once('close', () => closed.add(c));
+    await Promise.allSettled(clients.map((c) => c.connect()));
+    await vi.waitFor(() => expect(closed.size).toBe(4), { timeout: 5000 });
+    const survivor = clients.find((c) => !closed.has(c))!;
+    expect(await survivor.call('Heartbeat', {})).toEqual({ currentTime: expect.stringMatching(ISO_MS) });
+    expect((await connectionRow(s.id))!.epoch).toBe(5);
+    expect(await readStation(s.id)).toMatchObject({ connected: true });
+    expect(t.app.stations.isHeld(s.id)).toBe(true);
+  });
+
+  it('stations that connect and boot together (their claims and boots share batches) each read their own boot right after its answer', async () => {
+    const stations = await Promise.all(Array.from({ length: 40 }, () => provisionStation(t, { ocppVersion: '2.0.1' })));
+    const clients = await Promise.all(stations.map((s) => connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] })));
+    await Promise.all(
+      clients.map((client, i) =>
+        client.call('BootNotification', { reason: 'PowerUp', chargingStation: { vendorName: `Vendor-${i}`, model: `Model-${i}`, serialNumber: `SN-${i}` } }),
+      ),
+    );
+    const read = await Promise.all(stations.map((s) => readStation(s.id)));
+    expect(read.map((r) => [r.connected, r.vendor, r.model, r.serialNumber, r.firmwareVersion])).toEqual(
+      stations.map((_, i) => [true, `Vendor-${i}`, `Model-${i}`, `SN-${i}`, null]),
+    );
+  });
+
   it('a disconnect reads connected: false, and connectedAt/lastSeenAt stay', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
@@ -395,7 +423,7 @@ describe('two replicas on one database', () => {
     // What a replica that died leaves behind: its stations' rows and a lease nobody renews.
     const dead = `rep_dead_${s.id}`;
     await t.database.db.execute(sql`insert into station_replicas (id, lease_expires_at) values (${dead}, now() + interval '30 seconds')`);
-    await claimStation(t.database.db, { assetId: s.id, replicaId: dead, protocol: 'ocpp2.0.1' });
+    await claimStations(t.database.db, [{ assetId: s.id, replicaId: dead, protocol: 'ocpp2.0.1' }]);
     expect(await readStation(s.id)).toMatchObject({ connected: true });
     await t.database.db.execute(sql`update station_replicas set lease_expires_at = now() - interval '1 millisecond' where id = ${dead}`);
     expect(await readStation(s.id)).toMatchObject({ connected: false });
