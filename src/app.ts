@@ -9,7 +9,7 @@ import type { AppConfig } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
 import { RequestValidationError } from './errors.js';
 import authPlugin from './auth/auth-plugin.js';
-import { OAUTH_PREFIX } from './auth/oauth-routes.js';
+import { TOKEN_PATH, tokenEndpointOf } from './auth/oauth-routes.js';
 import errorHandler, { clientErrorHandler, frameworkErrors } from './plugins/error-handler.js';
 import observability from './plugins/observability.js';
 import rateLimit from './plugins/rate-limit.js';
@@ -141,8 +141,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(etag);
   // The embedded issuer's token endpoint is this server's own, so the page names it relatively;
   // an external provider's follows spec §5 ({auth_url}/oauth/token).
-  const tokenPath = `${OAUTH_PREFIX}/token`;
-  await app.register(openapi, { tokenUrl: config.auth.mode === 'embedded' ? tokenPath : `${config.auth.issuer}${tokenPath}` });
+  await app.register(openapi, { tokenUrl: config.auth.mode === 'embedded' ? TOKEN_PATH : tokenEndpointOf(config.auth.issuer) });
   // Its start-up work runs under database.withStartupLock, which migrates the database first.
   await app.register(authPlugin, { auth: config.auth, database });
 

@@ -46,6 +46,13 @@ const metadata = z
   .describe('Authorization server metadata (RFC 8414)');
 
 export const OAUTH_PREFIX = '/oauth';
+export const TOKEN_PATH = `${OAUTH_PREFIX}/token`;
+
+// Spec §5: the token endpoint is {auth_url}/oauth/token. An issuer may end in a slash (many
+// providers' do, and `iss` must match it exactly), which must not double.
+export function tokenEndpointOf(issuer: string): string {
+  return `${issuer.replace(/\/+$/, '')}${TOKEN_PATH}`;
+}
 
 // The token endpoint is a family of its own (RFC 6749 §5.2 bodies), registered under /oauth; the
 // well-known documents are plain routes.
@@ -136,7 +143,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
     },
     async () => ({
       issuer: auth.issuer,
-      token_endpoint: `${auth.issuer}/oauth/token`,
+      token_endpoint: tokenEndpointOf(auth.issuer),
       jwks_uri: `${auth.issuer}/.well-known/jwks.json`,
       grant_types_supported: ['client_credentials'],
       token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],

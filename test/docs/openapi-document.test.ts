@@ -10,7 +10,7 @@ import { MODEL_ADMIN, modelBody, uniqueAssetId, uniqueNetwork } from '../helpers
 import { fetchDocument, operationsOf, type OpenApiDocument, type Operation } from '../helpers/openapi-document.js';
 import { paymentBody, READ, RECORD_URL, WRITE } from '../helpers/payments-factory.js';
 import { ROOT } from '../helpers/service-process.js';
-import { useTestApp } from '../helpers/test-app.js';
+import { createTestApp, useTestApp } from '../helpers/test-app.js';
 
 const t = useTestApp();
 let doc: OpenApiDocument;
@@ -74,6 +74,18 @@ describe('operations', () => {
   it('get their token from the server the page was opened on', () => {
     expect(doc.components.securitySchemes.oauth2!.flows!.clientCredentials!.tokenUrl).toBe('/oauth/token');
     expect(doc.servers).toEqual([expect.objectContaining({ url: '/' })]);
+  });
+
+  it('with an external provider, get their token at {AUTH_ISSUER}/oauth/token (spec §5), one slash whatever the issuer ends in', async () => {
+    for (const issuer of ['https://tenant.example.com', 'https://tenant.example.com/']) {
+      const external = await createTestApp({ env: { AUTH_JWKS_URL: 'https://tenant.example.com/.well-known/jwks.json', AUTH_ISSUER: issuer } });
+      try {
+        const externalDoc = await fetchDocument(external);
+        expect(externalDoc.components.securitySchemes.oauth2!.flows!.clientCredentials!.tokenUrl).toBe('https://tenant.example.com/oauth/token');
+      } finally {
+        await external.close();
+      }
+    }
   });
 });
 
