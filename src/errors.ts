@@ -89,9 +89,13 @@ export class TooManyRequestsError extends AppError {
 // A dependency cannot answer now but may soon: rendered 503 with Retry-After, so clients retry.
 export class ServiceUnavailableError extends AppError {
   readonly retryAfterSeconds: number;
-  constructor(message: string, options: { code?: string; retryAfterSeconds?: number; cause?: unknown } = {}) {
+  // The database did not answer in time (a statement or connection timeout, a deadline of ours),
+  // as opposed to refusing or losing the connection: told apart in /metrics.
+  readonly timedOut: boolean;
+  constructor(message: string, options: { code?: string; retryAfterSeconds?: number; cause?: unknown; timedOut?: boolean } = {}) {
     super('service_unavailable', message, options.code ?? 'DATABASE_UNAVAILABLE');
     this.retryAfterSeconds = options.retryAfterSeconds ?? 1;
+    this.timedOut = options.timedOut ?? false;
     if (options.cause !== undefined) this.cause = options.cause;
   }
 }

@@ -203,7 +203,7 @@ async function openPostgres(
 async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new ServiceUnavailableError(`The database did not answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new ServiceUnavailableError(`The database did not answer within ${ms} ms`, { timedOut: true })), ms);
   });
   work.catch(ignore);
   try {
@@ -266,15 +266,19 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
   return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
 }
 
+// An error and its causes, outermost first: drizzle wraps the driver's error, which is on `cause`.
+function* causeChain(error: unknown): Generator<object> {
+  const seen = new Set<unknown>();
+  for (let e = error; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
+    seen.add(e);
+    yield e;
+  }
+}
+
 export function findPgError(error: unknown): { code?: string; constraint?: string } | undefined {
-  // drizzle wraps driver errors; the driver error (with the SQLSTATE) is on `cause`.
-  let e: unknown = error;
-  for (let i = 0; i < 5 && e; i++) {
-    if (typeof e === 'object' && e !== null && 'code' in e && typeof (e as { code: unknown }).code === 'string') {
-      const code = (e as { code: string }).code;
-      if (/^[0-9A-Z]{5}$/.test(code)) return e as { code: string; constraint?: string };
-    }
-    e = (e as { cause?: unknown }).cause;
+  for (const e of causeChain(error)) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return e as { code: string; constraint?: string };
   }
   return undefined;
 }
@@ -287,15 +291,9 @@ export function findPgError(error: unknown): { code?: string; constraint?: strin
 const UNAVAILABLE_SQLSTATES = new Set(['57014', '57P01', '57P02', '57P03', '53300', '40001', '40P01', '55P03', '25P03']);
 // Node socket errors of a connection to the database.
 const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
-// pg, pg-pool and PGlite report these without a code.
-const UNAVAILABLE_MESSAGES = [
-  /^timeout exceeded when trying to connect/i,
-  /^Connection terminated/,
-  /is not queryable/,
-  /^Query read timeout/,
-  /^Cannot use a pool after calling end/,
-  /^PGlite is closed/,
-];
+// pg, pg-pool and PGlite report these without a code; the first two are timeouts.
+const TIMEOUT_MESSAGES = [/^timeout exceeded when trying to connect/i, /^Query read timeout/];
+const UNAVAILABLE_MESSAGES = [...TIMEOUT_MESSAGES, /^Connection terminated/, /is not queryable/, /^Cannot use a pool after calling end/, /^PGlite is closed/];
 
 function unavailableMessage(code: string | undefined): string {
   if (code === '57014') return 'The database did not answer in time; retry later';
@@ -309,9 +307,7 @@ function unavailableMessage(code: string | undefined): string {
 // The socket codes are not the database's alone; the service's other network calls (key server,
 // Redis) handle their own failures and never let a raw socket error reach a request.
 export function classifyDatabaseError(error: unknown): ServiceUnavailableError | null {
-  const seen = new Set<unknown>();
-  for (let e = error; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
-    seen.add(e);
+  for (const e of causeChain(error)) {
     if (e instanceof ServiceUnavailableError) return e;
     // An error that already says what it means to the client (a domain error, an HTTP error) was
     // decided where it was thrown, whatever its cause: a 401 for an unreachable key server stays 401.
@@ -320,48 +316,27 @@ export function classifyDatabaseError(error: unknown): ServiceUnavailableError |
     if (typeof code === 'string') {
       const sqlstate = /^[0-9A-Z]{5}$/.test(code) && !UNAVAILABLE_SOCKET_CODES.has(code);
       if (sqlstate && (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08'))) {
-        return new ServiceUnavailableError(unavailableMessage(code), { cause: e });
+        return new ServiceUnavailableError(unavailableMessage(code), { cause: e, timedOut: code === '57014' });
       }
       if (UNAVAILABLE_SOCKET_CODES.has(code)) return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e });
     }
     const message = (e as { message?: unknown }).message;
     if (typeof message === 'string' && UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))) {
-      return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e });
+      return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e, timedOut: TIMEOUT_MESSAGES.some((pattern) => pattern.test(message)) });
     }
   }
   return null;
 }
 
 // For the /metrics counter of database errors, a label of three values: the database did not
-// answer in time (statement or connection timeout, a deadline of ours), was otherwise unavailable
-// (the 503s of classifyDatabaseError), or refused the statement (any other SQL error). null: not
-// a database error (a shutdown 503 included).
+// answer in time, was otherwise unavailable (the 503s of classifyDatabaseError), or refused the
+// statement (any other SQL error). null: not a database error (a shutdown 503 included).
 export type DatabaseErrorClass = 'timeout' | 'unavailable' | 'other';
-
-const TIMEOUT_MESSAGES = [/^timeout exceeded when trying to connect/i, /^Query read timeout/, /did not answer within/];
 
 export function databaseErrorClass(error: unknown): DatabaseErrorClass | null {
   const unavailable = classifyDatabaseError(error);
-  if (unavailable) {
-    if (unavailable.code !== 'DATABASE_UNAVAILABLE') return null;
-    const seen = new Set<unknown>();
-    for (let e: unknown = unavailable; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
-      seen.add(e);
-      const { code, message } = e as { code?: unknown; message?: unknown };
-      if (code === '57014' || (typeof message === 'string' && TIMEOUT_MESSAGES.some((pattern) => pattern.test(message)))) return 'timeout';
-    }
-    return 'unavailable';
-  }
-  return findPgError(error) || hasCause(error, (e) => e instanceof DrizzleQueryError) ? 'other' : null;
-}
-
-function hasCause(error: unknown, test: (e: unknown) => boolean): boolean {
-  const seen = new Set<unknown>();
-  for (let e = error; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
-    seen.add(e);
-    if (test(e)) return true;
-  }
-  return false;
+  if (unavailable) return unavailable.code !== 'DATABASE_UNAVAILABLE' ? null : unavailable.timedOut ? 'timeout' : 'unavailable';
+  return findPgError(error) || [...causeChain(error)].some((e) => e instanceof DrizzleQueryError) ? 'other' : null;
 }
 
 // What a failed query may put in a log line. drizzle's wrapper lists the query's parameters in

@@ -160,7 +160,7 @@ describe('databaseErrorClass', () => {
     expect(databaseErrorClass(wrapped(pg('57014')))).toBe('timeout');
     expect(databaseErrorClass(new Error('timeout exceeded when trying to connect'))).toBe('timeout');
     expect(databaseErrorClass(wrapped(new Error('Query read timeout')))).toBe('timeout');
-    expect(databaseErrorClass(new ServiceUnavailableError('The database did not answer within 1500 ms'))).toBe('timeout');
+    expect(databaseErrorClass(new ServiceUnavailableError('The database did not answer within 1500 ms', { timedOut: true }))).toBe('timeout');
     for (const code of ['57P01', '08006', '53300', '40001', 'ECONNREFUSED']) expect(databaseErrorClass(wrapped(pg(code))), code).toBe('unavailable');
     expect(databaseErrorClass(new Error('PGlite is closed'))).toBe('unavailable');
     for (const code of ['22P02', '23505', '42P01']) expect(databaseErrorClass(wrapped(pg(code))), code).toBe('other');
