@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createBenchTarget } from './database.js';
 import { createMemoryCgroup } from './memory-cgroup.js';
 import { ROOT_DIR } from './options.js';
-import { freePort, LOOPBACK, rssMiB, startChild, stopChild, waitForHttp } from './processes.js';
+import { freePort, LOOPBACK, rssMiB, SERVER_ARGS, SERVER_NODE, startChild, stopChild, waitForHttp } from './processes.js';
 import { fmt } from './report.js';
 
 // How long the server is left idle after it answers /readyz before its RSS is read.
@@ -43,7 +43,7 @@ function serverEnv(port: number, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 async function measureStart(label: string, database: StartMemory['database'], start: StartMemory['start'], env: NodeJS.ProcessEnv, logDir: string): Promise<StartMemory> {
   const port = await freePort();
   const t0 = performance.now();
-  const child = startChild(`server (${label})`, process.execPath, ['dist/server.js'], {
+  const child = startChild(`server (${label})`, SERVER_NODE, SERVER_ARGS, {
     cwd: ROOT_DIR,
     env: serverEnv(port, env),
     logFile: join(logDir, `memory-${database}-${start}.log`),
@@ -65,7 +65,7 @@ async function measureLimitedFirstStart(limitMiB: number, logDir: string): Promi
   const pglite = await createBenchTarget(undefined);
   try {
     const port = await freePort();
-    const { command, args } = cgroup.wrap(process.execPath, ['dist/server.js']);
+    const { command, args } = cgroup.wrap(SERVER_NODE, SERVER_ARGS);
     const child = startChild('server (memory limit)', command, args, { cwd: ROOT_DIR, env: serverEnv(port, { DATA_DIR: pglite.dataDir }), logFile: join(logDir, 'memory-limited.log') });
     let ready = true;
     try {

@@ -30,7 +30,7 @@ const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs
   --baseline    only the 100-ID list: service vs naive server vs pgbench (targets a-c)
   --memory      only the server's memory at start: peak and settled RSS of a first start on an
                 empty PGlite folder, a later start, and the same on PostgreSQL (about a minute;
-                the default run measures them first too)
+                the default run measures them first too, --quick and --baseline do not)
   --runs N      repeat every scenario N times (same server process) and report medians; default 1
   --duration S  seconds per scenario; default 10 (5 with --quick)
   --sizes LIST  payment-table sizes to seed, ascending; default 10000,1000000 (PGlite: 10000)

@@ -5,6 +5,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 export const LOOPBACK = '127.0.0.1';
 
+// How every benchmark starts the service: with this Node unless BENCH_SERVER_NODE names another
+// binary (the Docker image runs Node 24), and BENCH_SERVER_NODE_ARGS before the script (e.g.
+// --cpu-prof).
+export const SERVER_NODE = process.env.BENCH_SERVER_NODE ?? process.execPath;
+export const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+export const SERVER_ARGS = [...SERVER_NODE_ARGS, 'dist/server.js'];
+
 export interface Child {
   name: string;
   process: ChildProcess;

@@ -39,6 +39,9 @@ import {
   killAllChildrenNow,
   rssMiB,
   runCommand,
+  SERVER_ARGS,
+  SERVER_NODE,
+  SERVER_NODE_ARGS,
   startChild,
   stopAllChildren,
   waitForHttp,
@@ -687,7 +690,8 @@ async function main(): Promise<void> {
 
   // First, on a fresh process and before any load: what a start holds in memory.
   let memory: Awaited<ReturnType<typeof measureStartMemory>> | null = null;
-  if (!options.baselineOnly) {
+  // Not before --quick (a development run) unless asked for: it costs about a minute of starts.
+  if (options.memoryOnly || (!options.baselineOnly && !options.quick)) {
     log('\n== memory at start: peak RSS (VmHWM) and RSS 5 s after /readyz, idle ==');
     memory = await measureStartMemory(databaseUrl, logDir, log);
   }
@@ -780,10 +784,9 @@ async function main(): Promise<void> {
     AUTH_TOKEN_TTL_SECONDS: '86400',
     ...(target.kind === 'postgres' ? { DATABASE_URL: target.url } : { DATA_DIR: target.dataDir }),
   };
-  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const service = startChild('service', process.execPath, [...nodeArgs, 'dist/server.js'], { cwd: ROOT_DIR, env: serverEnv, logFile: join(logDir, 'service.log') });
+  const service = startChild('service', SERVER_NODE, SERVER_ARGS, { cwd: ROOT_DIR, env: serverEnv, logFile: join(logDir, 'service.log') });
   await waitForHttp(service, `http://${LOOPBACK}:${servicePort}/readyz`, 60_000, 200);
-  log(`service: node dist/server.js pid ${service.pid} on ${LOOPBACK}:${servicePort} (NODE_ENV=production LOG_LEVEL=warn RATE_LIMIT_MAX=0, DATABASE_POOL_MAX=${options.poolMax})${nodeArgs.length ? ` node args ${nodeArgs.join(' ')}` : ''}`);
+  log(`service: node dist/server.js pid ${service.pid} on ${LOOPBACK}:${servicePort} (NODE_ENV=production LOG_LEVEL=warn RATE_LIMIT_MAX=0, DATABASE_POOL_MAX=${options.poolMax})${SERVER_NODE_ARGS.length ? ` node args ${SERVER_NODE_ARGS.join(' ')}` : ''}`);
 
   let naive: Child | null = null;
   let naivePort = 0;
@@ -892,7 +895,7 @@ async function main(): Promise<void> {
     options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, sizes, poolMax: options.poolMax, acceptEncoding: options.acceptEncoding ?? null },
     database: { kind: target.kind, mode: postgresMode, settings, seeding: seedTimes },
     memory,
-    service: { nodeArgs, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
+    service: { node: SERVER_NODE, nodeArgs: SERVER_NODE_ARGS, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
     checks: { listSql: sqlCheck, naiveShape: shapeCheck },
     passwordHash: { argon2id: DEFAULT_ARGON2_PARAMS },
     hashConcurrency: HASH_CONCURRENCY,

@@ -11,7 +11,7 @@ import { generatePassword, hashAssetPassword, hashGeneratedPassword } from '../s
 import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments, sessionOf } from './database.js';
 import { runLoad, type LoadResult } from './load.js';
 import { BENCH_DIR, ROOT_DIR } from './options.js';
-import { freePort, LOOPBACK, rssMiB, runCommand, startChild, stopAllChildren, stopChild, waitForHttp, type Child } from './processes.js';
+import { freePort, LOOPBACK, rssMiB, runCommand, SERVER_ARGS, SERVER_NODE, startChild, stopAllChildren, stopChild, waitForHttp, type Child } from './processes.js';
 
 interface StationsOptions {
   held: number;
@@ -44,9 +44,6 @@ function parse(argv: string[]): StationsOptions {
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
-// The Node that runs the service: this one unless BENCH_SERVER_NODE names another binary (the
-// Docker image runs Node 24, whose SO_REUSEPORT gives the port several accepting sockets).
-const SERVER_NODE = process.env.BENCH_SERVER_NODE ?? process.execPath;
 
 async function insertStations(database: Awaited<ReturnType<typeof openBenchDatabase>>, prefix: string, count: number, kind: 'generated' | 'supplied') {
   const stations: Array<[string, string]> = [];
@@ -158,7 +155,7 @@ async function main(): Promise<void> {
     await database.close();
 
     const port = await freePort();
-    server = startChild('service', SERVER_NODE, ['dist/server.js'], {
+    server = startChild('service', SERVER_NODE, SERVER_ARGS, {
       cwd: ROOT_DIR,
       env: {
         PATH: process.env.PATH,
@@ -217,7 +214,7 @@ async function main(): Promise<void> {
     log(`  rotation round trip, one replica, ${heldReady.accepted} stations held: p50 ${rotation.oneReplica.p50Ms.toFixed(1)} ms  p99 ${rotation.oneReplica.p99Ms.toFixed(1)} ms (target p50 <= 20 ms)`);
     if (target.kind === 'postgres') {
       const secondPort = await freePort();
-      const second = startChild('service-b', SERVER_NODE, ['dist/server.js'], {
+      const second = startChild('service-b', SERVER_NODE, SERVER_ARGS, {
         cwd: ROOT_DIR,
         env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', LOG_LEVEL: 'warn', HOST: LOOPBACK, PORT: String(secondPort), RATE_LIMIT_MAX: '0', OCPP_MIN_SECURITY_PROFILE: '1', DATABASE_URL: target.url },
         logFile: join(dir, 'service-b.log'),
