@@ -71,7 +71,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
         description:
           "Returns one payment by its id. A network-scoped token sees only its network's payments; another network's is a 404. The answer carries an ETag; a request whose If-None-Match holds it gets a 304 without a body.",
         params: paymentIdParamsSchema,
-        response: paymentsResponses({ 200: sessionPaymentSchema, 304: notModifiedResponse }, { 404: 'No such payment visible to this access token' }),
+        response: paymentsResponses({ 200: sessionPaymentSchema, 304: notModifiedResponse }, { 404: true }),
       },
     },
     async (request, reply) => sendPayment(reply, await service.getSessionPayment(db, request.principal, request.params.id)),
@@ -91,7 +91,7 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
         body: recordBodySchema,
         response: paymentsResponses(
           { 201: sessionPaymentSchema },
-          { 409: 'The session already has a payment, or the first request with this Idempotency-Key is still being processed', 422: 'The Idempotency-Key was already used for a different request' },
+          { 409: 'The session already has a payment, or the first request with this Idempotency-Key is still being processed', 422: true },
         ),
       },
     },
@@ -131,9 +131,9 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
           response: paymentsResponses(
             { 200: sessionPaymentSchema },
             {
-              404: 'No such payment visible to this access token',
+              404: true,
               409: 'The payment is already collected, or the first request with this Idempotency-Key is still being processed',
-              422: 'The Idempotency-Key was already used for a different request',
+              422: true,
             },
           ),
         },

@@ -302,13 +302,13 @@ const PAYMENTS_ERRORS = {
 const EVERY_OPERATION = [400, 401, 403, 408, 429, 500, 503] as const;
 
 // An operation's responses: its success, the family's answers of every operation, and the ones
-// it names (404, 409, 422) with what they mean there.
-export function paymentsResponses<Success extends Record<number, z.ZodType>>(success: Success, own: Partial<Record<404 | 409 | 422, string>> = {}) {
+// it names (404, 409, 422) with what they mean there (true: what they mean in the table above).
+export function paymentsResponses<Success extends Record<number, z.ZodType>>(success: Success, own: Partial<Record<404 | 409 | 422, string | true>> = {}) {
   const errors: Partial<Record<keyof typeof PAYMENTS_ERRORS, z.ZodType>> = {};
   for (const status of EVERY_OPERATION) errors[status] = PAYMENTS_ERRORS[status].body.describe(PAYMENTS_ERRORS[status].means);
   for (const status of [404, 409, 422] as const) {
     const means = own[status];
-    if (means) errors[status] = PAYMENTS_ERRORS[status].body.describe(means);
+    if (means) errors[status] = PAYMENTS_ERRORS[status].body.describe(means === true ? PAYMENTS_ERRORS[status].means : means);
   }
   return { ...success, ...errors };
 }
