@@ -26,7 +26,7 @@ import {
   recordConnectorStatuses,
   releaseStations,
   renewReplicaLease,
-  stationsHeldBy,
+  takeStationTakeovers,
   touchStations,
   type StationBoot,
   type StationClaim,
@@ -61,9 +61,10 @@ interface Session {
 interface Held {
   socket: StationSocket<Session>;
   epoch: number;
-  claimedAt: number;
   lastSeenAt: number;
+  // The lastSeenAt last written, and when this station's next write may go (writeSeen).
   flushedAt: number;
+  flushDueAt: number;
 }
 
 const PROTOCOL: Record<'1.6' | '2.0.1', OcppProtocol> = { '1.6': 'ocpp1.6', '2.0.1': 'ocpp2.0.1' };
@@ -133,6 +134,15 @@ export function stationStatementLimit(poolMax: number): number {
 // runs in milliseconds.
 const STATION_BATCH_MAX = 500;
 
+// How often each station's lastSeenAt is written at most: every message moves it in memory, and
+// with 10,000 stations heartbeating every 5 s, writing all of them at every lease renewal cost
+// 100-130 ms of statements each time. Contract §8.1 lets the stored value lag by 60 s; it lags by
+// at most this plus one flush period (SEEN_FLUSH_MAX_MS).
+export function seenWriteIntervalMs(leaseSeconds: number): number {
+  return Math.min(leaseSeconds, 30) * 1000;
+}
+const SEEN_FLUSH_MAX_MS = 1000;
+
 export function createStationConnections(options: StationConnectionsOptions): StationConnections {
   const { db, log } = options;
   const statementTurn = pLimit(stationStatementLimit(options.databasePoolMax));
@@ -165,9 +175,15 @@ export function createStationConnections(options: StationConnectionsOptions): St
       })
     : createInProcessBus(replicaId, executeLocally);
   const held = new Map<string, Held>();
+  // Takeover notices (tick) for stations claimed here whose sockets had not opened yet, kept until
+  // the next tick: the socket opens milliseconds after its claim.
+  const superseded = new Map<string, number>();
   let closing = false;
   let timer: NodeJS.Timeout | undefined;
   const tickMs = Math.max(100, Math.floor((options.leaseSeconds * 1000) / 3));
+  const seenWriteMs = seenWriteIntervalMs(options.leaseSeconds);
+  const seenFlushMs = Math.min(SEEN_FLUSH_MAX_MS, tickMs);
+  let seenTimer: NodeJS.Timeout | undefined;
 
   function refuse(identity: string, status: 401 | 404 | 503, reason: string): UpgradeDecision<Session> {
     // The station learns the status only; the log says why, never with the password.
@@ -237,8 +253,8 @@ export function createStationConnections(options: StationConnectionsOptions): St
       return;
     }
     const previous = held.get(identity);
-    if (previous && previous.epoch > epoch) {
-      // Two logins raced and this one claimed first: the other is the newest.
+    if ((previous && previous.epoch > epoch) || (superseded.get(identity) ?? 0) > epoch) {
+      // Two logins raced and this one claimed first: the other, here or elsewhere, is the newest.
       socket.close(1000, 'Replaced by a newer connection');
       return;
     }
@@ -247,7 +263,9 @@ export function createStationConnections(options: StationConnectionsOptions): St
       previous.socket.close(1000, 'Replaced by a newer connection');
     }
     const now = Date.now();
-    const entry: Held = { socket, epoch, claimedAt: now, lastSeenAt: now, flushedAt: now };
+    // The first write falls anywhere in the interval: stations that connected together (a storm)
+    // do not all come due in the same second ever after.
+    const entry: Held = { socket, epoch, lastSeenAt: now, flushedAt: now, flushDueAt: now + Math.random() * seenWriteMs };
     held.set(identity, entry);
     socket.onActivity(() => {
       entry.lastSeenAt = Date.now();
@@ -317,39 +335,54 @@ export function createStationConnections(options: StationConnectionsOptions): St
     }
   }
 
-  async function tick(): Promise<void> {
-    const startedAt = Date.now();
-    await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
-    // lastSeenAt is written in batches, never once per heartbeat (contract §8.1 lets it lag 60 s).
-    const seen: Array<{ assetId: string; epoch: number; lastSeenAt: Date }> = [];
-    const flushed: Array<[Held, number]> = [];
+  // Writes the lastSeenAt of the stations whose write is due (every one, when shutting down), a
+  // statement per STATION_BATCH_MAX of them, on the stations' share of the pool.
+  async function writeSeen(all: boolean): Promise<void> {
+    const now = Date.now();
+    const due: Array<{ assetId: string; epoch: number; lastSeenAt: Date; entry: Held; at: number }> = [];
     for (const [assetId, entry] of held) {
-      if (entry.lastSeenAt > entry.flushedAt) {
-        seen.push({ assetId, epoch: entry.epoch, lastSeenAt: new Date(entry.lastSeenAt) });
-        flushed.push([entry, entry.lastSeenAt]);
+      if (entry.lastSeenAt > entry.flushedAt && (all || now >= entry.flushDueAt)) {
+        due.push({ assetId, epoch: entry.epoch, lastSeenAt: new Date(entry.lastSeenAt), entry, at: entry.lastSeenAt });
       }
     }
-    await touchStations(db, seen);
-    for (const [entry, at] of flushed) entry.flushedAt = at;
+    for (let from = 0; from < due.length; from += STATION_BATCH_MAX) {
+      const batch = due.slice(from, from + STATION_BATCH_MAX);
+      await statementTurn(() => touchStations(db, batch));
+      for (const { entry, at } of batch) {
+        entry.flushedAt = at;
+        entry.flushDueAt = now + seenWriteMs;
+      }
+    }
+  }
+
+  async function tick(): Promise<void> {
+    await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
     // A newer connection on another replica took the station: the older socket goes.
-    const mine = await stationsHeldBy(db, replicaId);
-    for (const [identity, entry] of held) {
-      if (entry.claimedAt < startedAt && mine.get(identity) !== entry.epoch) {
-        log.info({ station: identity }, 'station connected elsewhere; closing its socket here');
-        held.delete(identity);
+    const notices = await takeStationTakeovers(db, replicaId);
+    superseded.clear();
+    for (const { assetId, epoch } of notices) {
+      const entry = held.get(assetId);
+      if (!entry) {
+        // Claimed here but not open yet: onConnection reads it.
+        superseded.set(assetId, epoch);
+      } else if (entry.epoch < epoch) {
+        log.info({ station: assetId }, 'station connected elsewhere; closing its socket here');
+        held.delete(assetId);
         entry.socket.close(1000, 'Replaced by a newer connection');
       }
     }
   }
 
-  function schedule(): void {
+  // Each loop waits for its previous turn to finish, and a failure waits for the next turn.
+  function loop(everyMs: number, run: () => Promise<void>, failure: string, setTimer: (t: NodeJS.Timeout) => void): void {
     if (closing) return;
-    timer = setTimeout(() => {
-      tick()
-        .catch((error: unknown) => log.warn({ err: loggableError(error) }, 'station lease renewal failed; retrying'))
-        .finally(schedule);
-    }, tickMs);
-    timer.unref();
+    const t = setTimeout(() => {
+      run()
+        .catch((error: unknown) => log.warn({ err: loggableError(error) }, failure))
+        .finally(() => loop(everyMs, run, failure, setTimer));
+    }, everyMs);
+    t.unref();
+    setTimer(t);
   }
 
   return {
@@ -358,7 +391,8 @@ export function createStationConnections(options: StationConnectionsOptions): St
       await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
       await bus.start();
       await deleteStaleReplicas(db).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not delete stale replicas'));
-      schedule();
+      loop(tickMs, tick, 'station lease renewal failed; retrying', (t) => (timer = t));
+      loop(seenFlushMs, () => writeSeen(false), 'could not record stations’ lastSeenAt; retrying', (t) => (seenTimer = t));
     },
     handleUpgrade(request, socket, head) {
       socket.on('error', () => undefined);
@@ -389,7 +423,10 @@ export function createStationConnections(options: StationConnectionsOptions): St
       if (closing) return;
       closing = true;
       clearTimeout(timer);
+      clearTimeout(seenTimer);
       await bus.close();
+      // What the last flush period heard, while the sockets still say which stations they are.
+      await writeSeen(true).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not record stations’ lastSeenAt'));
       await endpoint.close().catch((error: unknown) => log.warn({ err: loggableError(error) }, 'closing station sockets failed'));
       held.clear();
       // The other replicas read these stations disconnected at once, not when the lease runs out.

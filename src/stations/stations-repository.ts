@@ -1,6 +1,6 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
-import { assets, stationConnections, stationReplicas, type ConnectorStatusRecord } from '../db/schema.js';
+import { assets, stationConnections, stationReplicas, stationTakeovers, type ConnectorStatusRecord } from '../db/schema.js';
 import type { RotationState } from '../asset-management/rotation.js';
 
 export interface StationLoginRow {
@@ -91,9 +91,13 @@ export async function findStationHolder(db: Executor, assetId: string): Promise<
   return row;
 }
 
-// Replicas whose lease ran out long ago; their stations already read disconnected.
+// Replicas whose lease ran out long ago (their stations already read disconnected), and the
+// takeover notices nobody is left to read.
 export async function deleteStaleReplicas(db: Executor): Promise<void> {
   await db.delete(stationReplicas).where(sql`${stationReplicas.leaseExpiresAt} < now() - interval '1 day'`);
+  await db
+    .delete(stationTakeovers)
+    .where(sql`not exists (select 1 from ${stationReplicas} where ${stationReplicas.id} = ${stationTakeovers.replicaId})`);
 }
 
 export async function endReplica(db: Executor, replicaId: string): Promise<void> {
@@ -101,6 +105,7 @@ export async function endReplica(db: Executor, replicaId: string): Promise<void>
     .update(stationConnections)
     .set({ replicaId: null, disconnectedAt: sql`now()` })
     .where(eq(stationConnections.replicaId, replicaId));
+  await db.delete(stationTakeovers).where(eq(stationTakeovers.replicaId, replicaId));
   await db.delete(stationReplicas).where(eq(stationReplicas.id, replicaId));
 }
 
@@ -169,13 +174,13 @@ export async function recordConnectorStatuses(db: Executor, updates: StationConn
     ${ofHeldRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}`);
 }
 
-// The stations this replica still holds by the database's account, with their epochs.
-export async function stationsHeldBy(db: Executor, replicaId: string): Promise<Map<string, number>> {
-  const rows = await db
-    .select({ assetId: stationConnections.assetId, epoch: stationConnections.epoch })
-    .from(stationConnections)
-    .where(eq(stationConnections.replicaId, replicaId));
-  return new Map(rows.map((r) => [r.assetId, r.epoch]));
+// The stations newer connections took from this replica since it last asked (the claim's trigger
+// writes them, migrations/0008), with the newer epochs. Read once: the rows go as they are read.
+export async function takeStationTakeovers(db: Executor, replicaId: string): Promise<Array<{ assetId: string; epoch: number }>> {
+  return db
+    .delete(stationTakeovers)
+    .where(eq(stationTakeovers.replicaId, replicaId))
+    .returning({ assetId: stationTakeovers.assetId, epoch: stationTakeovers.epoch });
 }
 
 // lastSeenAt of many stations in one statement (heartbeats are batched, contract §8.1).

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
-import { claimStations } from '../../src/stations/stations-repository.js';
+import { claimStations, releaseStations, takeStationTakeovers } from '../../src/stations/stations-repository.js';
 import { bootstrapToken, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { createAsset, siblingApp } from '../helpers/asset-factory.js';
@@ -362,6 +362,42 @@ describe('connection state', () => {
     expect(await readStation(s.id)).toMatchObject({ connected: true });
   });
 
+  it('heartbeats move the stored lastSeenAt in writes at least the write interval apart, never one per heartbeat, and it lags the last one by no more than that interval and a flush', async () => {
+    // OCPP_LEASE_SECONDS 1 here: written at most once a second, looked at every 333 ms.
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const client = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    let lastBeat = Date.now();
+    let beating = true;
+    let beats = 0;
+    const beatingDone = (async () => {
+      while (beating) {
+        await client.call('Heartbeat', {});
+        lastBeat = Date.now();
+        beats++;
+        await sleep(25);
+      }
+    })();
+    const stored: number[] = [];
+    const lags: number[] = [];
+    const until = Date.now() + 4000;
+    while (Date.now() < until) {
+      const beatBefore = lastBeat;
+      const seen = (await connectionRow(s.id))!.lastSeenAt.getTime();
+      if (stored.at(-1) !== seen) stored.push(seen);
+      lags.push(beatBefore - seen);
+      await sleep(20);
+    }
+    beating = false;
+    await beatingDone;
+    const gaps = stored.slice(1).map((v, i) => v - stored[i]!);
+    expect(beats).toBeGreaterThan(40);
+    // The claim's value, then a write within the first interval, then one a second or so.
+    expect(stored.length).toBeGreaterThanOrEqual(3);
+    expect(stored.length).toBeLessThanOrEqual(7);
+    for (const gap of gaps.slice(1)) expect(gap).toBeGreaterThanOrEqual(800);
+    expect(Math.max(...lags)).toBeLessThan(1000 + 333 + 1000);
+  });
+
   it('a socket that stops answering pings is closed and reads disconnected', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     // A hand-written handshake never answers a ping.
@@ -376,7 +412,7 @@ describe('connection state', () => {
 });
 
 describe('two replicas on one database', () => {
-  it('the newest connection wins across replicas: the older replica closes its socket when its lease renewal finds another epoch', async () => {
+  it('the newest connection wins across replicas: the older replica closes its socket when its lease renewal reads the takeover', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     const other = await siblingApp(t, { OCPP_MIN_SECURITY_PROFILE: '1', OCPP_LEASE_SECONDS: '1' });
     try {
@@ -398,6 +434,25 @@ describe('two replicas on one database', () => {
     } finally {
       await other.close();
     }
+  });
+
+  it('a claim by another replica leaves the older replica a takeover notice with the new epoch, read once; a first claim, a re-claim by the same replica and a release leave none', async () => {
+    const [a, b] = [`rep_a_${Date.now()}`, `rep_b_${Date.now()}`];
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const claim = async (replicaId: string) => (await claimStations(t.database.db, [{ assetId: s.id, replicaId, protocol: 'ocpp2.0.1' }]))[0]!;
+    const e1 = await claim(a);
+    const e2 = await claim(a);
+    await releaseStations(t.database.db, [{ assetId: s.id, epoch: e2, lastSeenAt: new Date() }]);
+    const e3 = await claim(a);
+    expect(await takeStationTakeovers(t.database.db, a)).toEqual([]);
+    const e4 = await claim(b);
+    expect([e1, e2, e3, e4]).toEqual([1, 2, 3, 4]);
+    // Taken twice before it asks: one notice, with the newest epoch.
+    await claim(a);
+    const e6 = await claim(b);
+    expect(await takeStationTakeovers(t.database.db, a)).toEqual([{ assetId: s.id, epoch: e6 }]);
+    expect(await takeStationTakeovers(t.database.db, a)).toEqual([]);
+    expect(await takeStationTakeovers(t.database.db, b)).toEqual([{ assetId: s.id, epoch: e6 - 1 }]);
   });
 
   it('a replica that shuts down marks its stations disconnected at once', async () => {
