@@ -26,7 +26,8 @@ import {
   recordConnectorStatuses,
   releaseStations,
   renewReplicaLease,
-  takeStationTakeovers,
+  deleteStationTakeovers,
+  findStationTakeovers,
   touchStations,
   type StationBoot,
   type StationClaim,
@@ -179,11 +180,9 @@ export function createStationConnections(options: StationConnectionsOptions): St
   // the next tick: the socket opens milliseconds after its claim.
   const superseded = new Map<string, number>();
   let closing = false;
-  let timer: NodeJS.Timeout | undefined;
   const tickMs = Math.max(100, Math.floor((options.leaseSeconds * 1000) / 3));
   const seenWriteMs = seenWriteIntervalMs(options.leaseSeconds);
   const seenFlushMs = Math.min(SEEN_FLUSH_MAX_MS, tickMs);
-  let seenTimer: NodeJS.Timeout | undefined;
 
   function refuse(identity: string, status: 401 | 404 | 503, reason: string): UpgradeDecision<Session> {
     // The station learns the status only; the log says why, never with the password.
@@ -237,6 +236,11 @@ export function createStationConnections(options: StationConnectionsOptions): St
     const entry = held.get(identity);
     const lastSeenAt = entry?.epoch === epoch ? entry.lastSeenAt : claimedAt;
     if (entry?.epoch === epoch) held.delete(identity);
+    if (entry && entry.epoch < epoch) {
+      // A newer login of the station claimed it here and hung up before its socket opened: the
+      // row no longer names the older socket, and no other replica will send a notice for it.
+      replaceHeld(identity, entry);
+    }
     // Shutting down: one statement releases every station of the replica (close()).
     if (closing) return;
     releases.push({ assetId: identity, epoch, lastSeenAt: new Date(lastSeenAt) }).catch((error: unknown) =>
@@ -357,32 +361,47 @@ export function createStationConnections(options: StationConnectionsOptions): St
 
   async function tick(): Promise<void> {
     await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
-    // A newer connection on another replica took the station: the older socket goes.
-    const notices = await takeStationTakeovers(db, replicaId);
+    // A newer connection on another replica took the station: the older socket goes. Deleted only
+    // once acted on, so a notice whose answer was lost on the way is read again.
+    const notices = await findStationTakeovers(db, replicaId);
     superseded.clear();
     for (const { assetId, epoch } of notices) {
+      // Also for a station held here: a newer login of it may be between its claim and its open.
+      superseded.set(assetId, epoch);
       const entry = held.get(assetId);
-      if (!entry) {
-        // Claimed here but not open yet: onConnection reads it.
-        superseded.set(assetId, epoch);
-      } else if (entry.epoch < epoch) {
+      if (entry && entry.epoch < epoch) {
         log.info({ station: assetId }, 'station connected elsewhere; closing its socket here');
-        held.delete(assetId);
-        entry.socket.close(1000, 'Replaced by a newer connection');
+        replaceHeld(assetId, entry);
       }
     }
+    await deleteStationTakeovers(db, replicaId, notices);
+  }
+
+  function replaceHeld(identity: string, entry: Held): void {
+    held.delete(identity);
+    entry.socket.close(1000, 'Replaced by a newer connection');
   }
 
   // Each loop waits for its previous turn to finish, and a failure waits for the next turn.
-  function loop(everyMs: number, run: () => Promise<void>, failure: string, setTimer: (t: NodeJS.Timeout) => void): void {
-    if (closing) return;
-    const t = setTimeout(() => {
-      run()
-        .catch((error: unknown) => log.warn({ err: loggableError(error) }, failure))
-        .finally(() => loop(everyMs, run, failure, setTimer));
-    }, everyMs);
-    t.unref();
-    setTimer(t);
+  // close() waits for a turn under way: a renewal after endReplica would bring the replica back.
+  interface Loop {
+    timer?: NodeJS.Timeout;
+    running: Promise<void>;
+  }
+  const loops: Loop[] = [];
+  function every(everyMs: number, run: () => Promise<void>, failure: string): void {
+    const state: Loop = { running: Promise.resolve() };
+    loops.push(state);
+    const next = () => {
+      if (closing) return;
+      state.timer = setTimeout(() => {
+        state.running = run()
+          .catch((error: unknown) => log.warn({ err: loggableError(error) }, failure))
+          .finally(next);
+      }, everyMs);
+      state.timer.unref();
+    };
+    next();
   }
 
   return {
@@ -391,8 +410,8 @@ export function createStationConnections(options: StationConnectionsOptions): St
       await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
       await bus.start();
       await deleteStaleReplicas(db).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not delete stale replicas'));
-      loop(tickMs, tick, 'station lease renewal failed; retrying', (t) => (timer = t));
-      loop(seenFlushMs, () => writeSeen(false), 'could not record stations’ lastSeenAt; retrying', (t) => (seenTimer = t));
+      every(tickMs, tick, 'station lease renewal failed; retrying');
+      every(seenFlushMs, () => writeSeen(false), 'could not record stations’ lastSeenAt; retrying');
     },
     handleUpgrade(request, socket, head) {
       socket.on('error', () => undefined);
@@ -422,8 +441,8 @@ export function createStationConnections(options: StationConnectionsOptions): St
     async close() {
       if (closing) return;
       closing = true;
-      clearTimeout(timer);
-      clearTimeout(seenTimer);
+      for (const loop of loops) clearTimeout(loop.timer);
+      await Promise.all(loops.map((loop) => loop.running));
       await bus.close();
       // What the last flush period heard, while the sockets still say which stations they are.
       await writeSeen(true).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not record stations’ lastSeenAt'));

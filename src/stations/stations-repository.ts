@@ -174,13 +174,22 @@ export async function recordConnectorStatuses(db: Executor, updates: StationConn
     ${ofHeldRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}`);
 }
 
-// The stations newer connections took from this replica since it last asked (the claim's trigger
-// writes them, migrations/0008), with the newer epochs. Read once: the rows go as they are read.
-export async function takeStationTakeovers(db: Executor, replicaId: string): Promise<Array<{ assetId: string; epoch: number }>> {
+// The stations newer connections took from this replica (the claim's trigger writes them,
+// migrations/0008), with the newer epochs.
+export async function findStationTakeovers(db: Executor, replicaId: string): Promise<Array<{ assetId: string; epoch: number }>> {
   return db
-    .delete(stationTakeovers)
-    .where(eq(stationTakeovers.replicaId, replicaId))
-    .returning({ assetId: stationTakeovers.assetId, epoch: stationTakeovers.epoch });
+    .select({ assetId: stationTakeovers.assetId, epoch: stationTakeovers.epoch })
+    .from(stationTakeovers)
+    .where(eq(stationTakeovers.replicaId, replicaId));
+}
+
+// The notices acted on; one a later claim raised meanwhile stays for the next read.
+export async function deleteStationTakeovers(db: Executor, replicaId: string, read: Array<{ assetId: string; epoch: number }>): Promise<void> {
+  if (read.length === 0) return;
+  await db.execute(sql`
+    delete from station_takeovers t
+     using unnest(${sql.param(read.map((r) => r.assetId))}::text[], ${sql.param(read.map((r) => r.epoch))}::bigint[]) as r(asset_id, epoch)
+     where t.replica_id = ${replicaId} and t.asset_id = r.asset_id and t.epoch <= r.epoch`);
 }
 
 // lastSeenAt of many stations in one statement (heartbeats are batched, contract §8.1).

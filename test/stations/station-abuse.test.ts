@@ -448,3 +448,30 @@ onServer?.('a station that floods while its row is locked (PostgreSQL)', () => {
     }
   });
 });
+
+onServer?.('a newer login that hangs up while its claim waits (PostgreSQL)', () => {
+  it('the older socket of the station closes too: the claim took the row from it, and no socket of the station stays open here (PostgreSQL)', async () => {
+    const s = await provisionStation(t);
+    const older = await connected({ identity: s.id, password: s.password, protocols: ['ocpp2.0.1'] });
+    let olderClosedWith: number | undefined;
+    older.once('close', ({ code }: { code: number }) => (olderClosedWith = code));
+    const holder = await otherSession(t.database);
+    const watcher = await otherSession(t.database);
+    try {
+      await holder.query('begin');
+      await holder.query('select asset_id from station_connections where asset_id = $1 for update', [s.id]);
+      // The newer login's password is checked, then its claim waits on the lock; it hangs up.
+      const newer = await pendingUpgrade(`/ocpp/${s.id}`, { authorization: basic(s.id, s.password), 'sec-websocket-protocol': 'ocpp2.0.1' });
+      await waitForLockWaiters(watcher, 1);
+      newer.destroy();
+      await holder.query('rollback');
+      await vi.waitFor(() => expect(olderClosedWith).toBe(1000), { timeout: 5000, interval: 20 });
+      expect(t.app.stations.isHeld(s.id)).toBe(false);
+      await vi.waitFor(async () => expect((await readAsset(t, s.id)).json().data.station.connected).toBe(false));
+    } finally {
+      await holder.query('rollback').catch(() => undefined);
+      await holder.end();
+      await watcher.end();
+    }
+  });
+});
