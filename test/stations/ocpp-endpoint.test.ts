@@ -7,6 +7,7 @@ import { request as httpRequest } from 'node:http';
 import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import WebSocket from 'ws';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import { claimStations, deleteStationTakeovers, findStationTakeovers, releaseStations } from '../../src/stations/stations-repository.js';
@@ -399,6 +400,34 @@ describe('connection state', () => {
     // machine's stalls).
     for (const gap of gaps.slice(1)) expect(gap).toBeGreaterThanOrEqual(500);
     expect(Math.max(...lags)).toBeLessThan(1000 + 333 + 1500);
+  });
+
+  it('only a silent socket is pinged: a station that sends a message within the interval is not, and both stay connected', async () => {
+    // ws, the library under ocpp-rpc, as a bare client: it shows the pings it receives.
+    const [quiet, busy] = await Promise.all([provisionStation(t, { ocppVersion: '2.0.1' }), provisionStation(t, { ocppVersion: '2.0.1' })]);
+    const open = (s: { id: string; password: string }) =>
+      new Promise<{ socket: WebSocket; pings: () => number }>((resolve, reject) => {
+        const socket = new WebSocket(`${t.endpoint}/${s.id}`, ['ocpp2.0.1'], { headers: { authorization: basic(s.id, s.password) } });
+        let pings = 0;
+        socket.on('ping', () => (pings += 1));
+        socket.once('open', () => resolve({ socket, pings: () => pings }));
+        socket.once('error', reject);
+      });
+    const [q, b] = await Promise.all([open(quiet), open(busy)]);
+    try {
+      let n = 0;
+      // A Heartbeat every 200 ms against OCPP_PING_INTERVAL_SECONDS 1.
+      const beats = setInterval(() => b.socket.send(JSON.stringify([2, `hb-${n++}`, 'Heartbeat', {}])), 200);
+      await sleep(3500);
+      clearInterval(beats);
+      expect(q.pings()).toBeGreaterThanOrEqual(2);
+      expect(b.pings()).toBe(0);
+      expect(n).toBeGreaterThan(10);
+      expect([(await readStation(quiet.id)).connected, (await readStation(busy.id)).connected]).toEqual([true, true]);
+    } finally {
+      q.socket.terminate();
+      b.socket.terminate();
+    }
   });
 
   it('a socket that stops answering pings is closed and reads disconnected', async () => {
