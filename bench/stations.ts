@@ -19,8 +19,9 @@ interface StationsOptions {
   storm: number;
   stormSupplied: number;
   durationSeconds: number;
-  // Alone/held pairs of list windows, alternated (the held ratio is their median).
+  // Alone/held pairs of list windows, alternated (the held ratio is their median), and their length.
   rounds: number;
+  heldDurationSeconds: number;
   heartbeatSeconds: number;
   rotations: number;
   build: boolean;
@@ -38,7 +39,10 @@ function parse(argv: string[]): StationsOptions {
     storm: value('--storm', quick ? 200 : 2000),
     stormSupplied: value('--storm-supplied', quick ? 50 : 2000),
     durationSeconds: value('--duration', quick ? 5 : 10),
-    rounds: value('--rounds', quick ? 1 : 3),
+    // An 8 s window's p99 swung from 1.0x to 2.3x between rounds of one run; five rounds of 15 s
+    // gave medians of 1.43x and 1.44x on two Nodes (2026-11-25).
+    rounds: value('--rounds', quick ? 1 : 5),
+    heldDurationSeconds: value('--held-duration', quick ? 5 : 15),
     heartbeatSeconds: value('--heartbeat', 5),
     rotations: value('--rotations', quick ? 200 : 1000),
     build: !argv.includes('--no-build'),
@@ -254,7 +258,7 @@ async function main(): Promise<void> {
     let holdingCores: Cores | undefined;
     const rotation: Record<string, RotationFigures> = {};
     for (let round = 1; round <= options.rounds; round++) {
-      const [alone, aloneCores] = await withCores(server.pid, undefined, () => list(options.durationSeconds));
+      const [alone, aloneCores] = await withCores(server.pid, undefined, () => list(options.heldDurationSeconds));
       const heldRun = startStations(`held-${round}`, port, held, 'held', options.heartbeatSeconds, dir);
       heldReady = await heldRun.ready;
       log(`held, round ${round}: ${JSON.stringify(heldReady)}`);
@@ -262,10 +266,10 @@ async function main(): Promise<void> {
       await sleep(Math.max(10, options.heartbeatSeconds * 2) * 1000);
       if (round === 1) {
         // What holding them costs with nothing else running.
-        [, holdingCores] = await withCores(server.pid, heldRun.child.pid, () => sleep(options.durationSeconds * 1000));
+        [, holdingCores] = await withCores(server.pid, heldRun.child.pid, () => sleep(options.heldDurationSeconds * 1000));
         log(`  ${options.held} stations held, no list: ${coresText(holdingCores)}`);
       }
-      const [withHeld, heldCores] = await withCores(server.pid, heldRun.child.pid, () => list(options.durationSeconds));
+      const [withHeld, heldCores] = await withCores(server.pid, heldRun.child.pid, () => list(options.heldDurationSeconds));
       pairs.push({ alone, held: withHeld, ratio: withHeld.p99 / alone.p99, aloneCores, heldCores });
       row(`list, 100 IDs, no stations (round ${round})`, alone);
       log(`    ${coresText(aloneCores)}`);
