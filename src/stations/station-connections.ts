@@ -14,7 +14,7 @@ import { afterLogin, loginSlots, reportsReplacedLogin, type Slot, type StationAn
 import { createInProcessBus, createPgCommandBus, type CommandBus, type PasswordCommand } from './command-bus.js';
 import { makeReplicaKeys } from './sealed-box.js';
 import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
-import { forwardedOverTls, ocppIdentity, profileProblem, type SecurityProfile } from './station-rules.js';
+import { forwardedOverTls, ocppIdentity, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
 import { createBatcher } from '../batching.js';
 import {
   claimStations,
@@ -135,15 +135,6 @@ export function stationStatementLimit(poolMax: number): number {
 // runs in milliseconds.
 const STATION_BATCH_MAX = 500;
 
-// How often each station's lastSeenAt is written at most: every message moves it in memory, and
-// with 10,000 stations heartbeating every 5 s, writing all of them at every lease renewal cost
-// 100-130 ms of statements each time. Contract §8.1 lets the stored value lag by 60 s; it lags by
-// at most this plus one flush period (SEEN_FLUSH_MAX_MS).
-export function seenWriteIntervalMs(leaseSeconds: number): number {
-  return Math.min(leaseSeconds, 30) * 1000;
-}
-const SEEN_FLUSH_MAX_MS = 1000;
-
 export function createStationConnections(options: StationConnectionsOptions): StationConnections {
   const { db, log } = options;
   const statementTurn = pLimit(stationStatementLimit(options.databasePoolMax));
@@ -180,9 +171,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
   // the next tick: the socket opens milliseconds after its claim.
   const superseded = new Map<string, number>();
   let closing = false;
-  const tickMs = Math.max(100, Math.floor((options.leaseSeconds * 1000) / 3));
-  const seenWriteMs = seenWriteIntervalMs(options.leaseSeconds);
-  const seenFlushMs = Math.min(SEEN_FLUSH_MAX_MS, tickMs);
+  const { renewMs, seenWriteMs, seenFlushMs } = stationTimings(options.leaseSeconds);
 
   function refuse(identity: string, status: 401 | 404 | 503, reason: string): UpgradeDecision<Session> {
     // The station learns the status only; the log says why, never with the password.
@@ -343,17 +332,17 @@ export function createStationConnections(options: StationConnectionsOptions): St
   // statement per STATION_BATCH_MAX of them, on the stations' share of the pool.
   async function writeSeen(all: boolean): Promise<void> {
     const now = Date.now();
-    const due: Array<{ assetId: string; epoch: number; lastSeenAt: Date; entry: Held; at: number }> = [];
+    const due: Array<{ assetId: string; epoch: number; lastSeenAt: Date; entry: Held }> = [];
     for (const [assetId, entry] of held) {
       if (entry.lastSeenAt > entry.flushedAt && (all || now >= entry.flushDueAt)) {
-        due.push({ assetId, epoch: entry.epoch, lastSeenAt: new Date(entry.lastSeenAt), entry, at: entry.lastSeenAt });
+        due.push({ assetId, epoch: entry.epoch, lastSeenAt: new Date(entry.lastSeenAt), entry });
       }
     }
     for (let from = 0; from < due.length; from += STATION_BATCH_MAX) {
       const batch = due.slice(from, from + STATION_BATCH_MAX);
       await statementTurn(() => touchStations(db, batch));
-      for (const { entry, at } of batch) {
-        entry.flushedAt = at;
+      for (const { entry, lastSeenAt } of batch) {
+        entry.flushedAt = lastSeenAt.getTime();
         entry.flushDueAt = now + seenWriteMs;
       }
     }
@@ -410,7 +399,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
       await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
       await bus.start();
       await deleteStaleReplicas(db).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not delete stale replicas'));
-      every(tickMs, tick, 'station lease renewal failed; retrying');
+      every(renewMs, tick, 'station lease renewal failed; retrying');
       every(seenFlushMs, () => writeSeen(false), 'could not record stations’ lastSeenAt; retrying');
     },
     handleUpgrade(request, socket, head) {

@@ -109,10 +109,9 @@ export async function endReplica(db: Executor, replicaId: string): Promise<void>
   await db.delete(stationReplicas).where(eq(stationReplicas.id, replicaId));
 }
 
-// `from <the items as rows r> where <r's station at r's epoch>`: what an update of the
-// stations' connection rows (alias c) reads, each row only while its epoch is the one named, so a
-// newer connection's row is left alone. Columns beyond asset_id and epoch come as r.<name>.
-function ofHeldRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]>): SQL {
+// `unnest(...) as r(asset_id, epoch, <columns>)`: stations at epochs (and more columns, as
+// r.<name>), one row per item, for a statement about many stations at once.
+function stationRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]> = {}): SQL {
   const extra = Object.entries(columns);
   const arrays = [
     sql`${sql.param(items.map((i) => i.assetId))}::text[]`,
@@ -120,7 +119,13 @@ function ofHeldRows<T extends { assetId: string; epoch: number }>(items: T[], co
     ...extra.map(([, [type, value]]) => sql`${sql.param(items.map(value))}::${sql.raw(type)}[]`),
   ];
   const names = sql.raw(['asset_id', 'epoch', ...extra.map(([name]) => name)].join(', '));
-  return sql`from unnest(${sql.join(arrays, sql`, `)}) as r(${names}) where c.asset_id = r.asset_id and c.epoch = r.epoch`;
+  return sql`unnest(${sql.join(arrays, sql`, `)}) as r(${names})`;
+}
+
+// What an update of the stations' connection rows (alias c) reads: each row only while its epoch
+// is the one named, so a newer connection's row is left alone.
+function ofHeldRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]>): SQL {
+  return sql`from ${stationRows(items, columns)} where c.asset_id = r.asset_id and c.epoch = r.epoch`;
 }
 
 export interface StationRelease {
@@ -188,7 +193,7 @@ export async function deleteStationTakeovers(db: Executor, replicaId: string, re
   if (read.length === 0) return;
   await db.execute(sql`
     delete from station_takeovers t
-     using unnest(${sql.param(read.map((r) => r.assetId))}::text[], ${sql.param(read.map((r) => r.epoch))}::bigint[]) as r(asset_id, epoch)
+     using ${stationRows(read)}
      where t.replica_id = ${replicaId} and t.asset_id = r.asset_id and t.epoch <= r.epoch`);
 }
 

@@ -514,6 +514,29 @@ describe('two replicas on one database', () => {
     expect(await readStation(s.id)).toMatchObject({ connected: false });
   });
 
+  it('a replica that shuts down first writes what its stations were last seen at, though their writes were not due (lastSeenAt is written at most every 30 s)', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    // The default lease: each station's lastSeenAt is written at most every 30 s.
+    const other = await siblingApp(t, { OCPP_MIN_SECURITY_PROFILE: '1' });
+    await other.app.listen({ host: '127.0.0.1', port: 0 });
+    const client = stationClient(`ws://127.0.0.1:${(other.app.server.address() as AddressInfo).port}/ocpp`, {
+      identity: s.id,
+      password: s.password,
+      protocols: ['ocpp2.0.1'],
+    });
+    await client.connect();
+    const claimed = (await connectionRow(s.id))!.lastSeenAt.getTime();
+    await sleep(200);
+    const lastBeat = Date.now();
+    await client.call('Heartbeat', {});
+    await other.close();
+    const row = (await connectionRow(s.id))!;
+    expect(lastBeat).toBeGreaterThan(claimed);
+    expect(row.lastSeenAt.getTime()).toBeGreaterThanOrEqual(lastBeat);
+    expect(row.replicaId).toBeNull();
+    await client.close({ force: true });
+  });
+
   it('a replica whose lease has run out reads disconnected on every replica', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     // What a replica that died leaves behind: its stations' rows and a lease nobody renews.

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ID_PATTERN } from '../../src/asset-management/asset-management-schemas.js';
 import { readCredentials } from '../../src/stations/ocpp-adapter.js';
-import { forwardedOverTls, ocppIdentity, profileProblem } from '../../src/stations/station-rules.js';
+import { forwardedOverTls, ocppIdentity, profileProblem, stationTimings } from '../../src/stations/station-rules.js';
+import { loadConfig } from '../../src/config.js';
 
 describe('profileProblem', () => {
   it('property: profile 3 never, profile 2 only over TLS, profile 1 anywhere; the network minimum counts', () => {
@@ -65,5 +66,21 @@ describe('readCredentials', () => {
     expect(readCredentials(header(Buffer.from('CP-2:secret-password-1')), 'CP-1')).toEqual({ kind: 'other-user' });
     expect(readCredentials(header(Buffer.from('CP-1x:secret-password-1')), 'CP-1')).toEqual({ kind: 'other-user' });
     expect(readCredentials(header(Buffer.from('CP-1')), 'CP-1')).toEqual({ kind: 'other-user' });
+  });
+});
+
+describe('stationTimings', () => {
+  it('for every OCPP_LEASE_SECONDS the config accepts (1-60, all of them), the stored lastSeenAt lags by at most 60 s (contract §8.1), each station is written at most once per 30 s or per lease, and the lease is renewed three times before it runs out', () => {
+    expect(loadConfig({ OCPP_LEASE_SECONDS: '1' }).ocpp.leaseSeconds).toBe(1);
+    expect(loadConfig({ OCPP_LEASE_SECONDS: '60' }).ocpp.leaseSeconds).toBe(60);
+    expect(() => loadConfig({ OCPP_LEASE_SECONDS: '0' })).toThrow();
+    expect(() => loadConfig({ OCPP_LEASE_SECONDS: '61' })).toThrow();
+    for (let leaseSeconds = 1; leaseSeconds <= 60; leaseSeconds++) {
+      const { renewMs, seenWriteMs, seenFlushMs } = stationTimings(leaseSeconds);
+      expect(seenWriteMs + seenFlushMs, `lease ${leaseSeconds}`).toBeLessThanOrEqual(60_000);
+      expect(seenWriteMs).toBe(Math.min(leaseSeconds, 30) * 1000);
+      expect(seenFlushMs).toBeLessThanOrEqual(Math.min(1000, renewMs));
+      expect(renewMs * 3).toBeLessThanOrEqual(leaseSeconds * 1000);
+    }
   });
 });
