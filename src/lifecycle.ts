@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
 import closeWithGrace from 'close-with-grace';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { AppConfig } from './config.js';
@@ -24,50 +24,62 @@ async function listenOn(server: NetServer, options: { host: string; port: number
   });
 }
 
-export interface Acceptors {
-  count: number;
-  // Stops accepting at once. The connections already accepted belong to the server they were
-  // handed to, and its close waits for them (below).
-  close(): void;
+// A listening socket on `options.port` that hands each connection it accepts to `target`, with the
+// socket options the target's own socket would have given it (HTTP servers accept with TCP_NODELAY
+// and half-open sockets allowed; a plain net server would not). The target's close closes it too
+// and calls back only once the connections it handed over have ended: the server counts only the
+// connections its own socket accepted, and Fastify's close would otherwise call back, and close
+// the database, while a request that came through this socket still runs.
+export async function listenAcceptor(
+  target: NetServer,
+  options: { host: string; port: number; backlog: number },
+  onError: (error: Error) => void,
+): Promise<NetServer> {
+  const own = target as NetServer & { noDelay?: boolean; allowHalfOpen?: boolean; keepAlive?: boolean; keepAliveInitialDelay?: number };
+  const acceptor = createNetServer(
+    { noDelay: own.noDelay ?? true, allowHalfOpen: own.allowHalfOpen ?? false, keepAlive: own.keepAlive ?? false, keepAliveInitialDelay: own.keepAliveInitialDelay ?? 0 },
+    (socket) => target.emit('connection', socket),
+  );
+  await listenOn(acceptor, options);
+  // After the bind: an accept that fails (EMFILE in a storm) is reported, never thrown.
+  acceptor.on('error', onError);
+  // A net server's close event waits for every connection it accepted, handed over or not.
+  const drained = new Promise<void>((resolve) => acceptor.once('close', () => resolve()));
+  const close = target.close.bind(target);
+  target.close = ((callback?: (error?: Error) => void) => {
+    acceptor.close();
+    return close((error?: Error) => void drained.then(() => callback?.(error)));
+  }) as typeof target.close;
+  return acceptor;
 }
 
-export async function addAcceptors(target: NetServer, options: { host: string; backlog: number }): Promise<Acceptors> {
+// Up to EXTRA_ACCEPTORS more sockets on the target's port; how many could bind.
+async function addAcceptors(target: NetServer, options: { host: string; backlog: number }, onError: (error: Error) => void): Promise<number> {
   const { port } = target.address() as AddressInfo;
-  const acceptors: NetServer[] = [];
-  const handed = new Set<Socket>();
-  for (let i = 0; i < EXTRA_ACCEPTORS; i++) {
-    const acceptor = createNetServer((socket) => {
-      handed.add(socket);
-      socket.once('close', () => handed.delete(socket));
-      target.emit('connection', socket);
-    });
+  let count = 0;
+  for (; count < EXTRA_ACCEPTORS; count++) {
     try {
-      await listenOn(acceptor, { host: options.host, port, backlog: options.backlog });
+      await listenAcceptor(target, { host: options.host, port, backlog: options.backlog }, onError);
     } catch {
       break;
     }
-    acceptors.push(acceptor);
   }
-  if (acceptors.length > 0) {
-    // The server counts only the connections its own socket accepted: its close (Fastify's, at
-    // shutdown) would call back, and the database close, while a request that came through an
-    // acceptor still runs. So its callback waits for those too.
-    const close = target.close.bind(target);
-    target.close = ((callback?: (error?: Error) => void) =>
-      close((error?: Error) => {
-        const waitForHanded = () => {
-          if (handed.size === 0) callback?.(error);
-          else [...handed][0]!.once('close', waitForHanded);
-        };
-        waitForHanded();
-      })) as typeof target.close;
-  }
-  return {
-    count: acceptors.length,
-    close: () => {
-      for (const acceptor of acceptors) acceptor.close();
-    },
-  };
+  return count;
+}
+
+// A listening socket's error once it listens is an accept that failed (EMFILE in a storm): the
+// connection is lost, the socket listens on.
+function acceptErrorLog(app: FastifyInstance): (error: Error) => void {
+  return (error) => app.log.warn({ err: error }, 'a connection could not be accepted');
+}
+
+async function assertPortFree(host: string, port: number): Promise<void> {
+  const probe = createNetServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen({ host, port }, () => resolve());
+  });
+  await new Promise((resolve) => probe.close(resolve));
 }
 
 export interface OcppTlsListener {
@@ -99,12 +111,12 @@ export async function listenOcppTls(
   // A failed TLS handshake is the client's problem; Node destroys that socket itself.
   server.on('tlsClientError', () => undefined);
   await listenOn(server, { port: options.port, host: options.host, backlog: options.backlog });
-  const acceptors = await addAcceptors(server, options);
+  server.on('error', acceptErrorLog(app));
+  await addAcceptors(server, options, acceptErrorLog(app));
   return {
     server,
     port: (server.address() as AddressInfo).port,
     close: async () => {
-      acceptors.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
@@ -120,20 +132,24 @@ export async function runServer(
   config: Pick<AppConfig, 'host' | 'port' | 'shutdownTimeoutMs' | 'requestTimeoutMs' | 'listenBacklog'> & { ocpp?: AppConfig['ocpp'] },
 ): Promise<string> {
   let tls: OcppTlsListener | undefined;
-  const port: { acceptors?: Acceptors } = {};
   closeWithGrace({ delay: config.shutdownTimeoutMs, logger: false }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'fatal error, shutting down');
     else app.log.info({ signal }, 'shutting down');
-    // New connections stop at every socket of the port; the stations' sockets, on either
-    // listener, close in the app's preClose; then the TLS port.
-    port.acceptors?.close();
+    // The server's close closes every socket of the port (listenAcceptor); the stations'
+    // sockets, on either listener, close in the app's preClose; then the TLS port.
     await app.close();
     await tls?.close();
   });
+  const onAcceptError = acceptErrorLog(app);
+  // With SO_REUSEPORT a second copy of the service (its sockets ask for it too) would share the
+  // port instead of failing: a socket that does not ask for it finds out whether anything holds
+  // the port, and leaves it to this one.
+  if (config.port !== 0) await assertPortFree(config.host, config.port);
   // Fastify hands the options to server.listen: reusePort lets the acceptors share the port.
   const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog, reusePort: true } as FastifyListenOptions);
-  port.acceptors = await addAcceptors(app.server, { host: config.host, backlog: config.listenBacklog });
-  app.log.info({ sockets: port.acceptors.count + 1 }, 'listening sockets on the port');
+  app.server.on('error', onAcceptError);
+  const extra = await addAcceptors(app.server, { host: config.host, backlog: config.listenBacklog }, onAcceptError);
+  app.log.info({ sockets: extra + 1 }, 'listening sockets on the port');
   if (config.ocpp?.tls) {
     tls = await listenOcppTls(app, { host: config.host, ...config.ocpp.tls, requestTimeoutMs: config.requestTimeoutMs, backlog: config.listenBacklog });
     app.log.info({ port: tls.port }, 'OCPP TLS listener ready');

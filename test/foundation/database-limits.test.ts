@@ -2,14 +2,13 @@
 // timeout, readiness that answers within 2 s, start-up that may wait for the migration lock.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LightMyRequestResponse } from 'fastify';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { STARTUP_LOCK_KEY } from '../../src/db/database.js';
 import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { oneUrl, reader } from '../helpers/payments-factory.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
-import { createTestDatabase, otherSession } from '../helpers/test-database.js';
+import { createTestDatabase, otherSession, waitForLockWaiters } from '../helpers/test-database.js';
 
 const CHANGE_PASSWORD = '/asset-management/v1/assets/change-password';
 const PAYMENTS_503 = { code: 'SERVICE_UNAVAILABLE', message: expect.any(String), status: 503 };
@@ -84,20 +83,6 @@ describe('a database that stops answering', () => {
 // Registered only with a PostgreSQL server: these need other sessions, locks and terminated backends.
 const onServer = process.env.DATABASE_URL ? describe : undefined;
 
-
-async function waitForLockWaiters(watcher: pg.Client, count: number, minimumWaitMs = 0): Promise<void> {
-  // A safety net against a hang, not a speed check.
-  for (let i = 0; i < 300; i++) {
-    const { rows } = await watcher.query<{ n: number }>(
-      `select count(*)::int as n from pg_stat_activity
-        where datname = current_database() and wait_event_type = 'Lock' and now() - query_start >= $1 * interval '1 millisecond'`,
-      [minimumWaitMs],
-    );
-    if (rows[0]!.n >= count) return;
-    await sleep(50);
-  }
-  throw new Error('no session started waiting for the lock');
-}
 
 onServer?.('a row locked by another session (PostgreSQL)', () => {
   it('change-password answers 503 after the statement timeout, /readyz answers meanwhile, and it works once the lock is gone (PostgreSQL)', async () => {

@@ -4,13 +4,14 @@
 // per socket, whose Send-Q column is its backlog after Linux's cap at net.core.somaxconn.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { request } from 'node:http';
+import { createServer as createHttpServer, request, type Server as HttpServer } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { listenAcceptor } from '../../src/lifecycle.js';
 import { freePort } from '../helpers/probe-app.js';
-import { killProcess, startService } from '../helpers/service-process.js';
+import { killProcess, outputLines, runProcess, startService } from '../helpers/service-process.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'listen-backlog-'));
 const running: Array<Awaited<ReturnType<typeof startService>>> = [];
@@ -101,4 +102,66 @@ describe('listening sockets', () => {
     const statuses = await Promise.all(Array.from({ length: 64 }, () => status(port)));
     expect(statuses).toEqual(Array(64).fill(200));
   });
+
+  it('a port another copy of the service holds (its socket asks for SO_REUSEPORT too) is in use: one line naming it, exit 1, not a shared port', async () => {
+    const other = createServer();
+    await listen(other, 0);
+    const port = (other.address() as { port: number }).port;
+    try {
+      const second = await runProcess(['src/server.ts'], { DATA_DIR: join(dir, 'data-second'), PORT: String(port) });
+      expect(second.code).toBe(1);
+      expect(outputLines(second.stderr)).toEqual([`failed to start: 127.0.0.1:${port} is already in use (another process listens there): stop it, or set PORT`]);
+    } finally {
+      other.close();
+    }
+  });
 });
+
+// The hand-over itself, on any Node: an acceptor on a port of its own (Node 20 cannot share one).
+describe('an acceptor socket handing its connections to the server', () => {
+  function get(port: number, path: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve(body));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  it('the server answers what it accepts; the server’s close closes it and calls back only after a request that came through it has finished; a failed accept is reported, not thrown', async () => {
+    let started = false;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const target: HttpServer = createHttpServer((req, res) => {
+      void (async () => {
+        if (req.url === '/slow') {
+          started = true;
+          await gate;
+        }
+        res.end(`served ${req.url}`);
+      })();
+    });
+    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+    const errors: Error[] = [];
+    const acceptor = await listenAcceptor(target, { host: '127.0.0.1', port: 0, backlog: 16 }, (error) => errors.push(error));
+    const port = (acceptor.address() as { port: number }).port;
+
+    expect(await get(port, '/fast')).toBe('served /fast');
+    const slow = get(port, '/slow');
+    await vi.waitFor(() => expect(started).toBe(true));
+    let closed = false;
+    target.close(() => (closed = true));
+    await expect(get(port, '/fast')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    expect(closed).toBe(false);
+    release();
+    expect(await slow).toBe('served /slow');
+    await vi.waitFor(() => expect(closed).toBe(true));
+
+    acceptor.emit('error', Object.assign(new Error('accept EMFILE'), { code: 'EMFILE' }));
+    expect(errors.map((e) => e.message)).toEqual(['accept EMFILE']);
+  });
+});
+

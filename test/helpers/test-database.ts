@@ -74,3 +74,19 @@ export async function otherSession(database: Database): Promise<pg.Client> {
   await client.connect();
   return client;
 }
+
+// Until `count` sessions of the database (seen through `watcher`) wait on a lock, each for at
+// least `minimumWaitMs`. A safety net against a hang, not a speed check.
+export async function waitForLockWaiters(watcher: pg.Client, count: number, minimumWaitMs = 0): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    const { rows } = await watcher.query<{ n: number }>(
+      `select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and now() - query_start >= $1 * interval '1 millisecond'`,
+      [minimumWaitMs],
+    );
+    if (rows[0]!.n >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`fewer than ${count} sessions started waiting for a lock`);
+}
+

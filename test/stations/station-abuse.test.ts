@@ -4,10 +4,9 @@
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { HASH_CONCURRENCY, passwordHashQueue, stationLoginQueue } from '../../src/asset-management/password-hash-queue.js';
-import { otherSession } from '../helpers/test-database.js';
+import { otherSession, waitForLockWaiters } from '../helpers/test-database.js';
 import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { listPayments, recordPayment } from '../helpers/payments-factory.js';
 import { basic, provisionStation, refusedWith, stationClient, useStationApp, type StationClient } from '../helpers/station-factory.js';
@@ -275,18 +274,6 @@ describe('upgrade requests that never finish arriving', () => {
 
 const onServer = process.env.DATABASE_URL ? describe : undefined;
 
-
-async function waitForLockWaiters(watcher: pg.Client, count: number): Promise<void> {
-  await vi.waitFor(
-    async () => {
-      const { rows } = await watcher.query<{ n: number }>(
-        `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
-      );
-      expect(rows[0]!.n).toBeGreaterThanOrEqual(count);
-    },
-    { timeout: 15_000, interval: 20 },
-  );
-}
 
 onServer?.('a database that answers slowly during a login storm (PostgreSQL)', () => {
   const STATEMENT_TIMEOUT_MS = 1500;
