@@ -45,13 +45,19 @@ const metadata = z
   })
   .describe('Authorization server metadata (RFC 8414)');
 
-export const OAUTH_PREFIX = '/oauth';
+const OAUTH_PREFIX = '/oauth';
 export const TOKEN_PATH = `${OAUTH_PREFIX}/token`;
+const JWKS_PATH = '/.well-known/jwks.json';
 
-// Spec §5: the token endpoint is {auth_url}/oauth/token. An issuer may end in a slash (many
-// providers' do, and `iss` must match it exactly), which must not double.
+// A path under the issuer. An issuer may end in a slash (many providers' do, and `iss` must match
+// it exactly), which must not double.
+function underIssuer(issuer: string, path: string): string {
+  return `${issuer.replace(/\/+$/, '')}${path}`;
+}
+
+// Spec §5: the token endpoint is {auth_url}/oauth/token.
 export function tokenEndpointOf(issuer: string): string {
-  return `${issuer.replace(/\/+$/, '')}${TOKEN_PATH}`;
+  return underIssuer(issuer, TOKEN_PATH);
 }
 
 // The token endpoint is a family of its own (RFC 6749 §5.2 bodies), registered under /oauth; the
@@ -112,7 +118,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
   await app.register(tokenEndpoint, { prefix: OAUTH_PREFIX, tokens });
 
   r.get(
-    '/.well-known/jwks.json',
+    JWKS_PATH,
     {
       config: { public: true },
       schema: {
@@ -144,7 +150,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
     async () => ({
       issuer: auth.issuer,
       token_endpoint: tokenEndpointOf(auth.issuer),
-      jwks_uri: `${auth.issuer}/.well-known/jwks.json`,
+      jwks_uri: underIssuer(auth.issuer, JWKS_PATH),
       grant_types_supported: ['client_credentials'],
       token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
       token_endpoint_auth_signing_alg_values_supported: [auth.signingAlg],

@@ -527,3 +527,21 @@ describe('clients create --network (the CLI path)', () => {
     expect((await listClients(database.db)).map((c) => c.network)).toEqual(['R\u00e9seau']);
   });
 });
+
+describe('embedded issuer whose AUTH_ISSUER ends in a slash', () => {
+  it('the metadata keeps the issuer as configured (iss must match it exactly) and puts the token endpoint and the keys under it without a double slash', async () => {
+    const t = await createProbeApp({ env: { AUTH_ISSUER: 'https://payments.example.test/' } });
+    try {
+      const res = await t.app.inject({ url: '/.well-known/oauth-authorization-server' });
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toMatchObject({
+        issuer: 'https://payments.example.test/',
+        token_endpoint: 'https://payments.example.test/oauth/token',
+        jwks_uri: 'https://payments.example.test/.well-known/jwks.json',
+      });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
