@@ -405,10 +405,8 @@ describe('Idempotency-Key with compression', () => {
     expect(plain.headers['content-encoding']).toBeUndefined();
     expect(plain.json().data.id).toBe(plain.headers.location!.toString().split('/').pop());
     const again = await send('gzip');
-    expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.headers['content-encoding']).toBe('gzip');
-    expect(again.headers.location).toBe(plain.headers.location);
-    const { rows } = (await t.database.db.execute(sql`select count(*)::int as n from charging_station_models where vendor = ${body.vendor as string}`)) as unknown as { rows: unknown[] };
-    expect(rows[0]).toEqual({ n: 1 });
+    expectReplay(again, first);
+    expect(await count(sql`select count(*)::int as n from charging_station_models where vendor = ${body.vendor as string}`)).toBe(1);
   });
 });

@@ -137,7 +137,7 @@ onServer?.('(PostgreSQL) revocation across replicas', () => {
   let second: Database;
   beforeAll(async () => {
     a = await createProbeApp({ env: { AUTH_REVOCATION_REFRESH_SECONDS: '1' } });
-    second = await openDatabase({ url: await databaseUrlOf(a.database), poolMax: 2 });
+    second = await openDatabase({ url: databaseUrlOf(a.database), poolMax: 2 });
     b = await createTestApp({ database: second, env: { AUTH_REVOCATION_REFRESH_SECONDS: '1' } });
   });
   afterAll(async () => {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { openDatabase, rowsOf, sql, type Database } from '../../src/db/database.js';
+import { openDatabase, type Database } from '../../src/db/database.js';
 
 // Every test app gets a database of its own, so no test depends on another's rows: in-memory
 // PGlite by default, or a throwaway database on the server named by DATABASE_URL.
@@ -59,18 +59,16 @@ export async function createServerDatabase(): Promise<{ name: string; url: strin
   };
 }
 
-// The URL of a test app's own PostgreSQL database (DATABASE_URL names the server). Needs DATABASE_URL.
-export async function databaseUrlOf(database: Database): Promise<string> {
-  const [current] = await rowsOf<{ name: string }>(database.db, sql`select current_database() as name`);
-  const url = new URL(process.env.DATABASE_URL!);
-  url.pathname = `/${current!.name}`;
-  return url.toString();
+// The URL of a test app's own PostgreSQL database. Needs DATABASE_URL.
+export function databaseUrlOf(database: Database): string {
+  if (!database.connectionString) throw new Error('this test database is not on a PostgreSQL server (DATABASE_URL)');
+  return database.connectionString;
 }
 
 // A session of its own on a test app's PostgreSQL database, as another process would have (to
 // hold locks, terminate backends). Needs DATABASE_URL.
 export async function otherSession(database: Database): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: await databaseUrlOf(database) });
+  const client = new pg.Client({ connectionString: databaseUrlOf(database) });
   await client.connect();
   return client;
 }

@@ -328,6 +328,10 @@ describe('connection state', () => {
     expect((await connectionRow(s.id))!.epoch).toBe(5);
     expect(await readStation(s.id)).toMatchObject({ connected: true });
     expect(t.app.stations.isHeld(s.id)).toBe(true);
+    // A release clears the row only at its own epoch: the survivor's close disconnects the
+    // station only if the survivor holds epoch 5.
+    await survivor.close({ force: true });
+    await vi.waitFor(async () => expect((await readStation(s.id)).connected).toBe(false));
   });
 
   it('stations that connect and boot together (their claims and boots share batches) each read their own boot right after its answer', async () => {
