@@ -52,7 +52,6 @@ function parse(argv: string[]): StationsOptions {
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
-
 async function insertStations(database: Awaited<ReturnType<typeof openBenchDatabase>>, prefix: string, count: number, kind: 'generated' | 'supplied') {
   const stations: Array<[string, string]> = [];
   const hashes: string[] = [];
@@ -104,12 +103,14 @@ function startStations(name: string, port: number, stations: Array<[string, stri
 interface Cores {
   service: number;
   stations: number | null;
-  postgres: number;
+  postgres: number | null;
   bench: number;
 }
 
-async function withCores<T>(servicePid: number, stationsPid: number | undefined, work: () => Promise<T>): Promise<[T, Cores]> {
-  const before = { service: cpuMs(servicePid) ?? 0, stations: stationsPid ? (cpuMs(stationsPid) ?? 0) : 0, postgres: postgresCpuMs(), bench: process.cpuUsage() };
+// PostgreSQL's cores are counted only when the service runs on it (not on the embedded database).
+async function withCores<T>(servicePid: number, stationsPid: number | undefined, postgres: boolean, work: () => Promise<T>): Promise<[T, Cores]> {
+  const postgresMs = () => (postgres ? postgresCpuMs() : 0);
+  const before = { service: cpuMs(servicePid) ?? 0, stations: stationsPid ? (cpuMs(stationsPid) ?? 0) : 0, postgres: postgresMs(), bench: process.cpuUsage() };
   const started = performance.now();
   const result = await work();
   const ms = performance.now() - started;
@@ -119,14 +120,14 @@ async function withCores<T>(servicePid: number, stationsPid: number | undefined,
     {
       service: ((cpuMs(servicePid) ?? 0) - before.service) / ms,
       stations: stationsPid ? ((cpuMs(stationsPid) ?? 0) - before.stations) / ms : null,
-      postgres: (postgresCpuMs() - before.postgres) / ms,
+      postgres: postgres ? (postgresMs() - before.postgres) / ms : null,
       bench: (bench.user + bench.system) / 1000 / ms,
     },
   ];
 }
 
 const coresText = (c: Cores) =>
-  `cores: service ${c.service.toFixed(2)}, stations ${c.stations === null ? '-' : c.stations.toFixed(2)}, PostgreSQL ${c.postgres.toFixed(2)}, list client ${c.bench.toFixed(2)}`;
+  `cores: service ${c.service.toFixed(2)}, stations ${c.stations === null ? '-' : c.stations.toFixed(2)}, PostgreSQL ${c.postgres === null ? '-' : c.postgres.toFixed(2)}, list client ${c.bench.toFixed(2)}`;
 
 interface RotationFigures {
   count: number;
@@ -191,23 +192,28 @@ async function main(): Promise<void> {
     const rotating = await insertStations(database, 'CP-rotate', 2, 'generated');
     await database.close();
 
+    // Every service process of the group starts alike; a second one (PostgreSQL) shares the database.
+    const startService = async (name: string, port: number) => {
+      const child = startChild(name, SERVER_NODE, SERVER_ARGS, {
+        cwd: ROOT_DIR,
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          NODE_ENV: 'production',
+          LOG_LEVEL: 'warn',
+          HOST: LOOPBACK,
+          PORT: String(port),
+          RATE_LIMIT_MAX: '0',
+          OCPP_MIN_SECURITY_PROFILE: '1',
+          ...(target.kind === 'postgres' ? { DATABASE_URL: target.url } : { DATA_DIR: target.dataDir }),
+        },
+        logFile: join(dir, `${name}.log`),
+      });
+      await waitForHttp(child, `http://${LOOPBACK}:${port}/healthz`, 60_000, 200);
+      return child;
+    };
     const port = await freePort();
-    server = startChild('service', SERVER_NODE, SERVER_ARGS, {
-      cwd: ROOT_DIR,
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        NODE_ENV: 'production',
-        LOG_LEVEL: 'warn',
-        HOST: LOOPBACK,
-        PORT: String(port),
-        RATE_LIMIT_MAX: '0',
-        OCPP_MIN_SECURITY_PROFILE: '1',
-        ...(target.kind === 'postgres' ? { DATABASE_URL: target.url } : { DATA_DIR: target.dataDir }),
-      },
-      logFile: join(dir, 'service.log'),
-    });
-    await waitForHttp(server, `http://${LOOPBACK}:${port}/healthz`, 60_000, 200);
+    server = await startService('service', port);
     const token = await fetch(`http://${LOOPBACK}:${port}/oauth/token`, {
       method: 'POST',
       headers: {
@@ -229,79 +235,67 @@ async function main(): Promise<void> {
       });
     const row = (name: string, r: LoadResult) => log(`  ${name.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} rps  p50 ${r.p50.toFixed(1)} ms  p99 ${r.p99.toFixed(1)} ms  non-2xx ${r.non2xx}  errors ${r.socketErrors}`);
 
+    // Every station heartbeats at least twice before anything is measured.
+    const settleSeconds = Math.max(10, options.heartbeatSeconds * 2);
+    const cores = <T>(stationsPid: number | undefined, work: () => Promise<T>) => withCores(server!.pid, stationsPid, target.kind === 'postgres', work);
+
     // RSS before any load, so the list's own heap growth is not counted against the stations.
     await sleep(2000);
     const rssBefore = rssMiB(server.pid)!;
     // Warm-up: the stations held once, then the list. The first time a process holds 10,000
     // stations its heap is still growing to fit them, and a first round measured that rather than
     // a service that has held its stations for a while (1.95x in round 1 against 0.92x and 1.51x
-    // in rounds 2 and 3 of one run, 2026-11-25). RSS per station is taken here, before the list
-    // has ever run, so the list's own heap growth is not counted against the stations.
-    let heldReady: Record<string, unknown>;
-    let rssHeld: number;
-    {
-      const warm = startStations('held-warm-up', port, held, 'held', options.heartbeatSeconds, dir);
-      heldReady = await warm.ready;
-      log(`held (warm-up): ${JSON.stringify(heldReady)}`);
-      await sleep(Math.max(10, options.heartbeatSeconds * 2) * 1000);
-      rssHeld = rssMiB(server.pid)!;
-      await list(Math.max(10, options.heartbeatSeconds * 2));
-      await stopChild(warm.child);
-      await sleep(5000);
+    // in rounds 2 and 3 of one run, 2026-11-25). While they are held: RSS per station (the list
+    // has not run yet), their cost with nothing else running, and password rotations.
+    const warm = startStations('held-warm-up', port, held, 'held', options.heartbeatSeconds, dir);
+    const warmReady = await warm.ready;
+    log(`held (warm-up): ${JSON.stringify(warmReady)}`);
+    await sleep(settleSeconds * 1000);
+    const rssHeld = rssMiB(server.pid)!;
+    const perConnectionKiB = ((rssHeld - rssBefore) * 1024) / (warmReady.accepted as number);
+    const [, holdingCores] = await cores(warm.child.pid, () => sleep(options.heldDurationSeconds * 1000));
+    log(`  ${warmReady.accepted} stations held, no list: ${coresText(holdingCores)}`);
+    // Password rotations while the held stations stay connected: on one replica, and (PostgreSQL)
+    // with the station on a second replica and the API call through the first.
+    const base = `http://${LOOPBACK}:${port}`;
+    const rotation: Record<string, RotationFigures> = {};
+    rotation.oneReplica = await rotationRoundTrips(base, `ws://${LOOPBACK}:${port}/ocpp`, token, rotating[0]!, options.rotations);
+    log(`  rotation round trip, one replica, ${warmReady.accepted} stations held: p50 ${rotation.oneReplica.p50Ms.toFixed(1)} ms  p99 ${rotation.oneReplica.p99Ms.toFixed(1)} ms (target p50 <= 20 ms)`);
+    if (target.kind === 'postgres') {
+      const secondPort = await freePort();
+      const second = await startService('service-b', secondPort);
+      rotation.twoReplicas = await rotationRoundTrips(base, `ws://${LOOPBACK}:${secondPort}/ocpp`, token, rotating[1]!, options.rotations);
+      log(`  rotation round trip, station on the other replica: p50 ${rotation.twoReplicas.p50Ms.toFixed(1)} ms  p99 ${rotation.twoReplicas.p99Ms.toFixed(1)} ms (target p50 <= 50 ms)`);
+      await stopChild(second);
     }
-    const perConnectionKiB = ((rssHeld - rssBefore) * 1024) / (heldReady.accepted as number);
+    results.rotation = rotation;
+    await list(settleSeconds);
+    await stopChild(warm.child);
+    await sleep(5000);
 
     // The list alone, then with the stations held, `rounds` times over: the same list measured
     // before and after the stations once differed by up to 30 %, so a single pair measured the
     // machine's drift as much as the stations. Each round connects all the stations anew.
-    const pairs: Array<{ alone: LoadResult; held: LoadResult; ratio: number; aloneCores: Cores; heldCores: Cores }> = [];
-    let holdingCores: Cores | undefined;
-    const rotation: Record<string, RotationFigures> = {};
+    const pairs: Array<{ ready: Record<string, unknown>; alone: LoadResult; held: LoadResult; ratio: number; aloneCores: Cores; heldCores: Cores }> = [];
     for (let round = 1; round <= options.rounds; round++) {
-      const [alone, aloneCores] = await withCores(server.pid, undefined, () => list(options.heldDurationSeconds));
+      const [alone, aloneCores] = await cores(undefined, () => list(options.heldDurationSeconds));
       const heldRun = startStations(`held-${round}`, port, held, 'held', options.heartbeatSeconds, dir);
-      heldReady = await heldRun.ready;
-      log(`held, round ${round}: ${JSON.stringify(heldReady)}`);
-      // Every station heartbeats at least twice before anything is measured.
-      await sleep(Math.max(10, options.heartbeatSeconds * 2) * 1000);
-      if (round === 1) {
-        // What holding them costs with nothing else running.
-        [, holdingCores] = await withCores(server.pid, heldRun.child.pid, () => sleep(options.heldDurationSeconds * 1000));
-        log(`  ${options.held} stations held, no list: ${coresText(holdingCores)}`);
-      }
-      const [withHeld, heldCores] = await withCores(server.pid, heldRun.child.pid, () => list(options.heldDurationSeconds));
-      pairs.push({ alone, held: withHeld, ratio: withHeld.p99 / alone.p99, aloneCores, heldCores });
+      const ready = await heldRun.ready;
+      log(`held, round ${round}: ${JSON.stringify(ready)}`);
+      await sleep(settleSeconds * 1000);
+      const [withHeld, heldCores] = await cores(heldRun.child.pid, () => list(options.heldDurationSeconds));
+      pairs.push({ ready, alone, held: withHeld, ratio: withHeld.p99 / alone.p99, aloneCores, heldCores });
       row(`list, 100 IDs, no stations (round ${round})`, alone);
       log(`    ${coresText(aloneCores)}`);
       row(`list, 100 IDs, ${options.held} stations held (round ${round})`, withHeld);
       log(`    ${coresText(heldCores)}`);
-
-      if (round === 1) {
-        // Password rotations while the held stations stay connected: on one replica, and
-        // (PostgreSQL) with the station on a second replica and the API call through the first.
-        const base = `http://${LOOPBACK}:${port}`;
-        rotation.oneReplica = await rotationRoundTrips(base, `ws://${LOOPBACK}:${port}/ocpp`, token, rotating[0]!, options.rotations);
-        log(`  rotation round trip, one replica, ${heldReady.accepted} stations held: p50 ${rotation.oneReplica.p50Ms.toFixed(1)} ms  p99 ${rotation.oneReplica.p99Ms.toFixed(1)} ms (target p50 <= 20 ms)`);
-        if (target.kind === 'postgres') {
-          const secondPort = await freePort();
-          const second = startChild('service-b', SERVER_NODE, SERVER_ARGS, {
-            cwd: ROOT_DIR,
-            env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', LOG_LEVEL: 'warn', HOST: LOOPBACK, PORT: String(secondPort), RATE_LIMIT_MAX: '0', OCPP_MIN_SECURITY_PROFILE: '1', DATABASE_URL: target.url },
-            logFile: join(dir, 'service-b.log'),
-          });
-          await waitForHttp(second, `http://${LOOPBACK}:${secondPort}/healthz`, 60_000, 200);
-          rotation.twoReplicas = await rotationRoundTrips(base, `ws://${LOOPBACK}:${secondPort}/ocpp`, token, rotating[1]!, options.rotations);
-          log(`  rotation round trip, station on the other replica: p50 ${rotation.twoReplicas.p50Ms.toFixed(1)} ms  p99 ${rotation.twoReplicas.p99Ms.toFixed(1)} ms (target p50 <= 50 ms)`);
-          await stopChild(second);
-        }
-      }
       await stopChild(heldRun.child);
       // The service sees every socket close and releases them before the next window.
       await sleep(5000);
     }
-    results.rotation = rotation;
     const heldRatio = median(pairs.map((p) => p.ratio));
-    const alone = pairs.map((p) => p.alone).sort((x, y) => x.p99 - y.p99)[Math.floor((pairs.length - 1) / 2)]!;
+    // The storms' baseline: the list alone, over the rounds.
+    const aloneP99 = median(pairs.map((p) => p.alone.p99));
     log(`  RSS ${rssBefore.toFixed(0)} -> ${rssHeld.toFixed(0)} MiB: ${perConnectionKiB.toFixed(1)} KiB per held station (target <= 30 KB)`);
     log(`  list p99 held / alone, round by round: ${pairs.map((p) => `${p.ratio.toFixed(2)}x`).join(', ')}; median ${heldRatio.toFixed(2)}x (target <= 1.5x)`);
 
@@ -317,14 +311,13 @@ async function main(): Promise<void> {
       const ready = await run.ready;
       const listed = await during;
       row(`list during ${name} of ${stations.length}`, listed);
-      log(`  ${name}: ${ready.accepted}/${stations.length} Accepted, all within ${((ready.allDoneMs as number) / 1000).toFixed(1)} s (target <= 10 s for 2,000 generated), per station p50 ${(ready.p50Ms as number).toFixed(0)} ms p99 ${(ready.p99Ms as number).toFixed(0)} ms, failures ${JSON.stringify(ready.failures)}; list p99 ${(listed.p99 / alone.p99).toFixed(2)}x (target <= 3x)`);
-      storms[name] = { ...ready, list: listed, listP99Ratio: listed.p99 / alone.p99 };
+      log(`  ${name}: ${ready.accepted}/${stations.length} Accepted, all within ${((ready.allDoneMs as number) / 1000).toFixed(1)} s (target <= 10 s for 2,000 generated), per station p50 ${(ready.p50Ms as number).toFixed(0)} ms p99 ${(ready.p99Ms as number).toFixed(0)} ms, failures ${JSON.stringify(ready.failures)}; list p99 ${(listed.p99 / aloneP99).toFixed(2)}x (target <= 3x)`);
+      storms[name] = { ...ready, list: listed, listP99Ratio: listed.p99 / aloneP99 };
       await stopChild(run.child);
       await sleep(3000);
     }
     Object.assign(results, {
-      listAlone: alone,
-      held: { ...heldReady, rssBeforeMiB: rssBefore, rssHeldMiB: rssHeld, perConnectionKiB, holdingCores, rounds: pairs, listP99Ratio: heldRatio },
+      held: { warmUp: warmReady, rssBeforeMiB: rssBefore, rssHeldMiB: rssHeld, perConnectionKiB, holdingCores, rounds: pairs, listP99Ratio: heldRatio, aloneP99Ms: aloneP99 },
       storms,
       networks: NETWORK_COUNT,
     });
