@@ -121,6 +121,17 @@ export class RequestValidationError extends Error {
   }
 }
 
+// A JSON body refused before anything reads it. It carries a 4xx statusCode like Fastify's own
+// body-parsing errors, so it takes their path: a 400 in the family's shape with this message.
+export class MalformedJsonError extends Error {
+  readonly statusCode = 400;
+  readonly code = 'MALFORMED_JSON';
+  constructor(message: string) {
+    super(message);
+    this.name = 'MalformedJsonError';
+  }
+}
+
 // A 400 lists at most this many issues (the first found): a short malformed request must not be
 // able to ask for a megabyte of errors.
 export const MAX_ISSUES = 100;

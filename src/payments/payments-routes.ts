@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireScope } from '../auth/auth-plugin.js';
 import { renderPaymentsError } from '../plugins/error-handler.js';
+import { jsonBodyParser } from '../plugins/json-body.js';
 import type { SessionPaymentJson } from './payments-repository.js';
 import * as service from './payments-service.js';
 import {
@@ -103,8 +104,8 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
 
   await routes.register(async (collect) => {
     // The body of collect is optional, and "no body" often arrives as an empty body that still
-    // carries Content-Type: application/json; Fastify's own parser would refuse that.
-    const parseJson = collect.getDefaultJsonParser('error', 'error');
+    // carries Content-Type: application/json; the shared JSON parser (Fastify's) would refuse that.
+    const parseJson = jsonBodyParser(collect);
     collect.removeContentTypeParser('application/json');
     collect.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
       const text = body.toString();
@@ -112,7 +113,6 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
         done(null, undefined);
         return;
       }
-      // Fastify's default parser answers through `done`; its type allows a promise it never returns.
       void parseJson(request, text, done);
     });
 

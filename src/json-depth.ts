@@ -1,0 +1,38 @@
+// How deeply a JSON body may nest objects and arrays. The deepest body any route accepts nests
+// three levels; code that walks a parsed body recursively (the idempotency fingerprint, schema
+// validation) needs a bound far below the stack's, which a few kilobytes of brackets exceed.
+export const MAX_JSON_DEPTH = 32;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+
+// The deepest nesting of objects and arrays in a JSON text, counted in one pass without recursion
+// and without parsing: brackets inside strings do not count, and the count stops at limit + 1,
+// the first depth that is too deep. Text that is not JSON gets some number; the parser refuses it.
+export function jsonNestingDepth(text: string, limit: number): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+    } else if (c === QUOTE) {
+      inString = true;
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      depth++;
+      if (depth > deepest) {
+        deepest = depth;
+        if (deepest > limit) return deepest;
+      }
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth--;
+    }
+  }
+  return deepest;
+}
