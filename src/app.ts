@@ -6,6 +6,7 @@ import type { FastifySchemaCompiler } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { AppConfig } from './config.js';
+import { httpTimeLimits } from './http-time-limits.js';
 import { openDatabase, type Database } from './db/database.js';
 import { RequestValidationError } from './errors.js';
 import authPlugin from './auth/auth-plugin.js';
@@ -46,13 +47,6 @@ declare module 'fastify' {
 
 export const BODY_LIMIT = 64 * 1024;
 
-// Idle kept-alive sockets are closed after this; a load balancer in front should drop its idle
-// upstream connections sooner (or retry a request its reuse of a closing socket fails).
-export const KEEP_ALIVE_TIMEOUT_MS = 5000;
-// How often Node looks for requests past REQUEST_TIMEOUT_MS (its default is 30 s): a request
-// that has not arrived is ended within this long after the limit.
-const CONNECTIONS_CHECKING_INTERVAL_MS = 1000;
-
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 // Hands Fastify the ZodError itself, so issue paths keep numeric indices (["sessionIds", 3]).
@@ -68,6 +62,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     options.database ??
     (await openDatabase(config.database));
 
+  const timeLimits = httpTimeLimits(config.requestTimeoutMs);
   const app = Fastify({
     logger: {
       level: config.logLevel,
@@ -97,18 +92,12 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     // Long enough for any id the API accepts (128 characters), so over-long ids reach validation
     // and get the family's 400 instead of an unmatched-route 404.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
-    // The limit bounds the arrival of headers and body only: Node stops timing a request once its
-    // body is complete, so a handler may take longer (a change-password waiting for its station).
-    // No socket idle timeout (connectionTimeout) for that reason. Fastify assigns its own values
-    // after Node's constructor, which checks headersTimeout ≤ requestTimeout: both carry them.
-    requestTimeout: config.requestTimeoutMs,
-    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-    http: {
-      requestTimeout: config.requestTimeoutMs,
-      headersTimeout: config.requestTimeoutMs,
-      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-      connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
-    },
+    // The limit bounds the arrival of headers and body only (httpTimeLimits), so no socket idle
+    // timeout (connectionTimeout). Fastify assigns its own values after Node's constructor, which
+    // checks headersTimeout ≤ requestTimeout: both carry them.
+    requestTimeout: timeLimits.requestTimeout,
+    keepAliveTimeout: timeLimits.keepAliveTimeout,
+    http: timeLimits,
     clientErrorHandler,
     frameworkErrors,
     // The error plugin answers requests that arrive while closing, in the family's shape.

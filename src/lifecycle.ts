@@ -4,6 +4,7 @@ import { createServer as createNetServer, type AddressInfo, type Server as NetSe
 import closeWithGrace from 'close-with-grace';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { AppConfig } from './config.js';
+import { tlsTimeLimits } from './http-time-limits.js';
 
 // Extra listening sockets on the port, each handing its connections to the one server. libuv
 // accepts one connection per listening socket per turn of the event loop (libuv#3696), and with
@@ -95,18 +96,20 @@ export async function listenOcppTls(
   app: FastifyInstance,
   options: { host: string; port: number; certFile: string; keyFile: string; requestTimeoutMs: number; backlog: number },
 ): Promise<OcppTlsListener> {
+  // The API port's time limits, the TLS handshake included.
+  const limits = tlsTimeLimits(options.requestTimeoutMs);
   const server = createHttpsServer(
     {
       cert: readFileSync(options.certFile),
       key: readFileSync(options.keyFile),
-      requestTimeout: options.requestTimeoutMs,
-      headersTimeout: options.requestTimeoutMs,
+      ...limits,
     },
     (_request, response) => {
       response.writeHead(404, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
       response.end(JSON.stringify({ message: 'Only the OCPP endpoint /ocpp/{identity} is served on this port' }));
     },
   );
+  server.keepAliveTimeout = limits.keepAliveTimeout;
   server.on('upgrade', app.stations.handleUpgrade);
   // A failed TLS handshake is the client's problem; Node destroys that socket itself.
   server.on('tlsClientError', () => undefined);
