@@ -17,7 +17,7 @@ import {
   type ValidationIssue,
 } from '../errors.js';
 import { OAuthError } from '../auth/oauth-error.js';
-import { redactUrl } from './observability.js';
+import { redactUrl } from '../url-redaction.js';
 import { classifyDatabaseError, loggableError } from '../db/database.js';
 
 type Family = 'payments' | 'asset-management' | 'oauth' | 'plain';

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { databaseErrorClass, type Database, type DatabaseErrorClass, type PoolStats } from '../db/database.js';
+import { redactUrl } from '../url-redaction.js';
 
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
@@ -106,23 +107,6 @@ function routeLabel(request: FastifyRequest): string {
   const pattern = request.is404 ? undefined : request.routeOptions.url;
   if (pattern === undefined) return 'unmatched';
   return pattern.startsWith(DOCS_ASSETS) ? `${DOCS_ASSETS}*` : pattern;
-}
-
-const SECRET_QUERY_KEYS = /^(client_secret|password|access_token|token)$/i;
-
-// Query strings are logged, so anything that looks like a credential in them is masked.
-export function redactUrl(url: string): string {
-  const q = url.indexOf('?');
-  if (q < 0) return url;
-  const params = new URLSearchParams(url.slice(q + 1));
-  let changed = false;
-  for (const key of [...params.keys()]) {
-    if (SECRET_QUERY_KEYS.test(key)) {
-      params.set(key, '[redacted]');
-      changed = true;
-    }
-  }
-  return changed ? `${url.slice(0, q)}?${params.toString()}` : url;
 }
 
 export default fp(observabilityPlugin, { name: 'observability' });
