@@ -4,6 +4,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
 COPY src ./src
 # Also initialises the embedded database's template (dist/pglite-template, ~40 MB): a first start
 # on an empty volume copies it instead of running initdb, whose peak (~700 MB) a 512 MB limit kills.
