@@ -4,6 +4,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
 COPY src ./src
 # Also initialises the embedded database's template (dist/pglite-template, ~40 MB): a first start
 # on an empty volume copies it instead of running initdb, whose peak (~700 MB) a 512 MB limit kills.
@@ -29,6 +30,9 @@ COPY package.json ./
 # The embedded database (used when DATABASE_URL is unset) needs a folder the node user (uid 1000)
 # may write: a bind-mounted one must be chowned to 1000:1000 on the host.
 RUN mkdir -p /app/data && chown node:node /app/data
+# The embedded database lives here: a volume, never the container's own layer, so it survives the
+# container and is written at the disk's speed. A new named volume takes this folder's owner (node).
+VOLUME ["/app/data"]
 USER node
 # 3000 serves the API and the stations' OCPP-J endpoint (ws://…/ocpp/{asset id}). Security
 # profile 2 needs TLS: terminate it in a proxy in front (wss:// → this port, with

@@ -10,6 +10,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { AppError, ServiceUnavailableError } from '../errors.js';
 import { folderProblem, lockDataDir, type DataDirHolder } from './data-dir-lock.js';
+import { isNetworkFailure } from './network-failures.js';
 import { DEFAULT_TEMPLATE_DIR, PGLITE_INITDB_PARAMS, PGLITE_START_PARAMS, seedFromTemplate } from './pglite-template.js';
 import * as schema from './schema.js';
 
@@ -289,8 +290,6 @@ export function findPgError(error: unknown): { code?: string; constraint?: strin
 // serialization failure, lock not available). Class 08 (connection exception) is added below.
 // Everything else (constraint violations, bad SQL) is a bug or a rule and is not retried.
 const UNAVAILABLE_SQLSTATES = new Set(['57014', '57P01', '57P02', '57P03', '53300', '40001', '40P01', '55P03', '25P03']);
-// Node socket errors of a connection to the database.
-const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 // pg, pg-pool and PGlite report these without a code; the first two are timeouts.
 const TIMEOUT_MESSAGES = [/^timeout exceeded when trying to connect/i, /^Query read timeout/];
 const UNAVAILABLE_MESSAGES = [...TIMEOUT_MESSAGES, /^Connection terminated/, /is not queryable/, /^Cannot use a pool after calling end/, /^PGlite is closed/];
@@ -314,11 +313,10 @@ export function classifyDatabaseError(error: unknown): ServiceUnavailableError |
     if (e instanceof AppError || typeof (e as { statusCode?: unknown }).statusCode === 'number') return null;
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string') {
-      const sqlstate = /^[0-9A-Z]{5}$/.test(code) && !UNAVAILABLE_SOCKET_CODES.has(code);
-      if (sqlstate && (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08'))) {
+      if (isNetworkFailure(e)) return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e });
+      if (/^[0-9A-Z]{5}$/.test(code) && (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08'))) {
         return new ServiceUnavailableError(unavailableMessage(code), { cause: e, timedOut: code === '57014' });
       }
-      if (UNAVAILABLE_SOCKET_CODES.has(code)) return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e });
     }
     const message = (e as { message?: unknown }).message;
     if (typeof message === 'string' && UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))) {

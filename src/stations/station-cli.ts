@@ -1,15 +1,22 @@
 // `cli station …`: plays a charging station against a running service, over the network only
 // (no database), so a new user can watch a station come online in the asset read.
 import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { Writable, type Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { connectStation, OcppCallError, type OcppProtocol } from './ocpp-adapter.js';
 
-export const STATION_USAGE = `  cli station --id ASSET_ID --password PASSWORD [--url ws://127.0.0.1:3000/ocpp] [--ocpp 2.0.1|1.6]
+export const STATION_USAGE = `  cli station --id ASSET_ID [--url ws://127.0.0.1:3000/ocpp] [--ocpp 2.0.1|1.6]
               [--ca CERT.pem] [--heartbeat SECONDS] [--heartbeats N] [--hex-text]
-                           connect as a charging station, boot, heartbeat, print what the service asks
-                           (the password may come from STATION_PASSWORD instead)`;
+                           connect as a charging station, boot, heartbeat, print what the service asks.
+                           The password comes from STATION_PASSWORD, or else from standard input (asked
+                           for without echo on a terminal); never from the command line, where every
+                           user of the machine sees it (ps) and npm prints it`;
 
 export class StationInputError extends Error {}
+
+const NO_PASSWORD_OPTION =
+  '--password is not accepted: a password on the command line is seen by every user of the machine and printed by npm; set STATION_PASSWORD or give it on standard input';
 
 // What the service asks may carry a new password: shown as its length only.
 function printable(params: unknown): string {
@@ -18,23 +25,50 @@ function printable(params: unknown): string {
   );
 }
 
-// An OCPP 2.0.1 password may start with "-" (a generated one does now and then), which parseArgs
-// would take for an option: the word after --password is always its value.
-function passwordAsValue(args: string[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === '--password' && i + 1 < args.length) out.push(`--password=${args[++i]}`);
-    else out.push(args[i]!);
-  }
-  return out;
+export interface StationInput {
+  env?: NodeJS.ProcessEnv;
+  stdin?: Readable & { isTTY?: boolean };
+  // where a terminal's prompt goes
+  prompt?: Writable;
 }
 
-export async function runStationCommand(args: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+// The first line of standard input: piped (`… | cli station`), or typed at a terminal that does
+// not echo it.
+async function readPasswordLine(stdin: Readable & { isTTY?: boolean }, prompt: Writable): Promise<string | undefined> {
+  const terminal = stdin.isTTY === true;
+  let echo = true;
+  const output = new Writable({
+    write(chunk, _encoding, done) {
+      if (echo) prompt.write(chunk);
+      done();
+    },
+  });
+  const lines = createInterface({ input: stdin, output, terminal });
+  // Ctrl-C at the prompt (the terminal is raw while readline reads): no password.
+  lines.on('SIGINT', () => lines.close());
+  try {
+    if (terminal) {
+      prompt.write('station password: ');
+      echo = false;
+    }
+    for await (const line of lines) return line;
+    return undefined;
+  } finally {
+    lines.close();
+    if (terminal) prompt.write('\n');
+  }
+}
+
+export async function runStationCommand(
+  args: string[],
+  out: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+  input: StationInput = {},
+): Promise<number> {
+  if (args.some((arg) => arg === '--password' || arg.startsWith('--password='))) throw new StationInputError(NO_PASSWORD_OPTION);
   const { values } = parseArgs({
-    args: passwordAsValue(args),
+    args,
     options: {
       id: { type: 'string' },
-      password: { type: 'string' },
       url: { type: 'string', default: 'ws://127.0.0.1:3000/ocpp' },
       ocpp: { type: 'string', default: '2.0.1' },
       ca: { type: 'string' },
@@ -43,9 +77,10 @@ export async function runStationCommand(args: string[], out: (line: string) => v
       'hex-text': { type: 'boolean', default: false },
     },
   });
-  const password = values.password ?? process.env.STATION_PASSWORD;
-  if (!values.id || !password) throw new StationInputError('--id and --password (or STATION_PASSWORD) are required');
+  if (!values.id) throw new StationInputError('--id is required');
   if (values.ocpp !== '2.0.1' && values.ocpp !== '1.6') throw new StationInputError('--ocpp must be 2.0.1 or 1.6');
+  const password = (input.env ?? process.env).STATION_PASSWORD || (await readPasswordLine(input.stdin ?? process.stdin, input.prompt ?? process.stderr));
+  if (!password) throw new StationInputError('no password: set STATION_PASSWORD, or give the password on standard input');
   const v16 = values.ocpp === '1.6';
   if (v16 && !/^(?:[0-9A-Fa-f]{2}){16,20}$/.test(password)) throw new StationInputError('an OCPP 1.6 password is 32 to 40 hex digits');
   const protocol: OcppProtocol = v16 ? 'ocpp1.6' : 'ocpp2.0.1';

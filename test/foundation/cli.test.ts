@@ -38,7 +38,7 @@ describe('cli help and mistakes', () => {
         [['clients', '--help'], /clients create[\s\S]*clients list[\s\S]*clients revoke/],
         [['clients', 'create', '--help'], /cli clients create --name NAME --scopes/],
         [['demo-data', '--help'], /cli demo-data +record demo session payments/],
-        [['station', '--help'], /cli station --id ASSET_ID --password PASSWORD/],
+        [['station', '--help'], /cli station --id ASSET_ID \[--url[\s\S]*STATION_PASSWORD[\s\S]*never from the command line/],
       ];
       const results = await Promise.all(cases.map(([args]) => runProcess(['src/cli.ts', ...args], env)));
       results.forEach((result, i) => {

@@ -45,7 +45,7 @@ describe('the embedded database folder, between processes', () => {
 
     // The station command talks to a server over the network and needs no database: no lock.
     const station = await runProcess(['src/cli.ts', 'station'], { DATA_DIR: dir });
-    expect(station.stderr).toContain('--id and --password');
+    expect(station.stderr).toContain('--id is required');
     expect(station.stderr).not.toContain('in use');
 
     // Killed without a chance to release its lock: the next process finds it stale.

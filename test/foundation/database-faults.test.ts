@@ -53,11 +53,6 @@ describe('classifyDatabaseError', () => {
     expect(classifyDatabaseError(wrapped(new Error(message)))).toBeInstanceOf(ServiceUnavailableError);
   });
 
-  it.each(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'EAI_AGAIN'])('socket error %s is 503', (code) => {
-    const error = Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code, errno: -1, syscall: 'connect' });
-    expect(classifyDatabaseError(wrapped(error))).toBeInstanceOf(ServiceUnavailableError);
-  });
-
   it.each([
     ['23505', 'duplicate key value violates unique constraint'],
     ['23503', 'insert or update violates foreign key constraint'],
