@@ -1,11 +1,5 @@
 # Node 24 is the maintained LTS line; the code also runs on Node 20.19+ and 22.
-# fs-ext (the DATA_DIR lock) is a native addon that npm compiles from source at install: the
-# install stages get a C++ toolchain, and node-gyp the headers that ship with Node (no download).
-FROM node:24-bookworm-slim AS toolchain
-RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
-ENV npm_config_nodedir=/usr/local
-
-FROM toolchain AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -16,7 +10,7 @@ COPY src ./src
 # This step itself needs about 700 MB of memory, once, at build time.
 RUN npm run build
 
-FROM toolchain AS prod-deps
+FROM node:24-bookworm-slim AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund

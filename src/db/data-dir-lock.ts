@@ -1,8 +1,10 @@
 // The embedded database's folder admits one process at a time: PGlite keeps its own copy of the
 // data in memory and writes it back, so a second process's writes are silently lost (or worse).
 //
-// The exclusion is an OS advisory lock, flock(2) through fs-ext, on a lock file in the folder. The
-// kernel (or, on NFS, the file server) decides who holds it, in one step, and drops it when its
+// The exclusion is an OS advisory lock on a lock file in the folder: an open file description lock
+// (fcntl F_OFD_SETLK on Linux, flock(2) on macOS) through fs-native-extensions, whose prebuilt
+// N-API binary loads on every Node the service runs on without compiling anything. The kernel
+// (or, on NFS, the file server) decides who holds it, in one step, and drops it when its
 // holder's process ends however it ends, so there is no stale lock to take over and no takeover
 // to race: whatever the timing, one process holds it. A lock file with mtime staleness
 // (proper-lockfile and what stood here before) cannot promise that: two processes that both judge
@@ -13,7 +15,7 @@
 import { closeSync, constants, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { flockSync } from 'fs-ext';
+import { tryLock } from 'fs-native-extensions';
 
 export type DataDirHolder = 'server' | 'cli';
 
@@ -95,9 +97,9 @@ function isSameFile(fd: number, path: string): boolean {
   }
 }
 
-// The open, locked lock file, or null when another process holds it. flock(2), not fcntl(2): a
-// POSIX record lock is dropped when its process closes any descriptor of the file, and is never
-// refused to the process that holds it.
+// The open, locked lock file, or null when another process holds it. An open file description
+// lock, not a classic POSIX record lock: that one is dropped when its process closes any
+// descriptor of the file, and is never refused to the process that holds it.
 function takeLock(dir: string, path: string): number | null {
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     let fd: number;
@@ -106,14 +108,17 @@ function takeLock(dir: string, path: string): number | null {
     } catch (error) {
       throw folderProblem(dir, error);
     }
+    let locked: boolean;
     try {
-      flockSync(fd, 'exnb');
+      locked = tryLock(fd);
     } catch (error) {
       closeSync(fd);
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return null;
       // ENOLCK, EOPNOTSUPP: a file system that keeps no locks cannot keep the database safe either
       throw folderProblem(dir, error);
+    }
+    if (!locked) {
+      closeSync(fd);
+      return null;
     }
     // A holder that let go between our open and our lock removed the file: the lock we got is on a
     // file no other process will open. Only a lock on the file the path names counts.

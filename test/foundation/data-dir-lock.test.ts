@@ -3,7 +3,7 @@
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { flockSync } from 'fs-ext';
+import { tryLock } from 'fs-native-extensions';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DataDirError, LOCK_FILE, lockDataDir } from '../../src/db/data-dir-lock.js';
 import { freePort } from '../helpers/probe-app.js';
@@ -146,7 +146,7 @@ describe('lockDataDir', () => {
     writeFileSync(path, JSON.stringify({ pid: 4_000_000, holder: 'server', since: '2026-01-01T00:00:00.000Z', host: 'another-container' }));
     const fd = openSync(path, 'r+');
     try {
-      flockSync(fd, 'exnb');
+      expect(tryLock(fd)).toBe(true);
       expect(() => lockDataDir(dir, 'cli', () => undefined)).toThrow(
         new RegExp(`^DATA_DIR ${dir} is in use by the server \\(pid 4000000 on host another-container, since 2026-01-01T00:00:00.000Z\\): .*stop the server first`),
       );
