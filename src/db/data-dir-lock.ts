@@ -1,10 +1,21 @@
 // The embedded database's folder admits one process at a time: PGlite keeps its own copy of the
 // data in memory and writes it back, so a second process's writes are silently lost (or worse).
-// A lock file in the folder names its holder; a second process is refused at once with a line
-// saying who holds it and what to do. A lock whose holder is gone is taken over, never obeyed.
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+//
+// The exclusion is an OS advisory lock on a lock file in the folder: an open file description lock
+// (fcntl F_OFD_SETLK on Linux, flock(2) on macOS) through fs-native-extensions, whose prebuilt
+// N-API binary loads on every Node the service runs on without compiling anything. The kernel
+// (or, on NFS, the file server) decides who holds it, in one step, and drops it when its
+// holder's process ends however it ends, so there is no stale lock to take over and no takeover
+// to race: whatever the timing, one process holds it. A lock file with mtime staleness
+// (proper-lockfile and what stood here before) cannot promise that: two processes that both judge
+// a lock stale can each remove it and create their own (one removes the other's fresh lock), and
+// a holder whose refreshes stall (a busy event loop, a suspended VM) loses its lock while it runs.
+//
+// The file's content only names the holder for the refusal message; it never decides anything.
+import { closeSync, constants, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { tryLock } from 'fs-native-extensions';
 
 export type DataDirHolder = 'server' | 'cli';
 
@@ -16,10 +27,13 @@ interface LockRecord {
 }
 
 export const LOCK_FILE = 'cns.lock';
-// A holder on another host (a container sharing the volume) cannot be asked whether it runs: it
-// refreshes the file's time instead, and a lock not refreshed for STALE_MS is taken over.
-const REFRESH_MS = 10_000;
-const STALE_MS = 30_000;
+// A refusal that comes between the holder taking the lock and writing its record finds no record,
+// or the one of the process before it: it reads again for up to this long before naming nobody.
+const RECORD_WAIT_MS = 200;
+const RECORD_POLL_MS = 5;
+// Taking the lock starts over when the holder let go and removed the file meanwhile; only a
+// process that loses that race every time gives up.
+const MAX_ATTEMPTS = 20;
 
 // Operator mistakes about the folder itself: one line, saying what to do.
 export class DataDirError extends Error {}
@@ -34,20 +48,17 @@ function describe(record: LockRecord): string {
   return `${who} (pid ${record.pid}${where}, since ${record.since})`;
 }
 
-function readRecord(path: string): LockRecord | null {
+function parseRecord(text: string): LockRecord | null {
   try {
-    const parsed = JSON.parse(readFileSync(path, 'utf8')) as Partial<LockRecord>;
+    const parsed = JSON.parse(text) as Partial<LockRecord>;
     if (typeof parsed.pid !== 'number' || (parsed.holder !== 'server' && parsed.holder !== 'cli')) return null;
     return { pid: parsed.pid, holder: parsed.holder, since: String(parsed.since), host: String(parsed.host) };
   } catch {
-    // unreadable or half-written (its writer died between open and write): nobody holds it
     return null;
   }
 }
 
 function isRunning(pid: number): boolean {
-  // Our own pid in an old lock is a previous life of this process (pid 1 in a restarted container).
-  if (pid === process.pid) return false;
   try {
     process.kill(pid, 0);
     return true;
@@ -57,14 +68,64 @@ function isRunning(pid: number): boolean {
   }
 }
 
-function isHeld(path: string, record: LockRecord | null): boolean {
-  if (!record) return false;
-  if (record.host === hostname()) return isRunning(record.pid);
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+// Who holds the lock, for the refusal message only. A holder on another host (a container) cannot
+// be asked whether it runs, so its record is taken as written.
+function currentHolder(path: string): LockRecord | null {
+  for (let waited = 0; ; waited += RECORD_POLL_MS) {
+    let record: LockRecord | null = null;
+    try {
+      record = parseRecord(readFileSync(path, 'utf8'));
+    } catch {
+      // gone or unreadable for now: the holder is replacing it
+    }
+    if (record && (record.host !== hostname() || isRunning(record.pid))) return record;
+    if (waited >= RECORD_WAIT_MS) return null;
+    sleepSync(RECORD_POLL_MS);
+  }
+}
+
+function isSameFile(fd: number, path: string): boolean {
   try {
-    return Date.now() - statSync(path).mtimeMs < STALE_MS;
+    const [held, named] = [fstatSync(fd), statSync(path)];
+    return held.dev === named.dev && held.ino === named.ino;
   } catch {
     return false;
   }
+}
+
+// The open, locked lock file, or null when another process holds it. An open file description
+// lock, not a classic POSIX record lock: that one is dropped when its process closes any
+// descriptor of the file, and is never refused to the process that holds it.
+function takeLock(dir: string, path: string): number | null {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    let fd: number;
+    try {
+      fd = openSync(path, constants.O_RDWR | constants.O_CREAT, 0o644);
+    } catch (error) {
+      throw folderProblem(dir, error);
+    }
+    let locked: boolean;
+    try {
+      locked = tryLock(fd);
+    } catch (error) {
+      closeSync(fd);
+      // ENOLCK, EOPNOTSUPP: a file system that keeps no locks cannot keep the database safe either
+      throw folderProblem(dir, error);
+    }
+    if (!locked) {
+      closeSync(fd);
+      return null;
+    }
+    // A holder that let go between our open and our lock removed the file: the lock we got is on a
+    // file no other process will open. Only a lock on the file the path names counts.
+    if (isSameFile(fd, path)) return fd;
+    closeSync(fd);
+  }
+  throw new DataDirError(`DATA_DIR ${resolve(dir)}: its lock keeps changing hands; try again`);
 }
 
 // What the running user must change when the folder is not theirs to write (a bind mount owned
@@ -106,64 +167,47 @@ export function lockDataDir(dir: string, holder: DataDirHolder, notice: (line: s
   } catch (error) {
     throw folderProblem(dir, error);
   }
-  for (let attempt = 0; ; attempt++) {
-    let fd: number;
-    try {
-      fd = openSync(path, 'wx', 0o644);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw folderProblem(dir, error);
-      const existing = readRecord(path);
-      if (isHeld(path, existing)) {
-        throw new DataDirError(
-          `DATA_DIR ${abs} is in use by ${describe(existing!)}: the embedded database admits one process at a time; ` +
-            (existing!.holder === 'server' ? 'stop the server first' : 'wait for that command to finish') +
-            ', or use PostgreSQL (DATABASE_URL), which any number of processes may share',
-        );
-      }
-      // Read again just before removing: another process may have taken it over meanwhile.
-      if (attempt > 2 || JSON.stringify(readRecord(path)) !== JSON.stringify(existing)) {
-        throw new DataDirError(`DATA_DIR ${abs}: another process is taking over its lock; try again`);
-      }
-      try {
-        unlinkSync(path);
-      } catch (unlinkError) {
-        if ((unlinkError as NodeJS.ErrnoException).code !== 'ENOENT') throw folderProblem(dir, unlinkError);
-      }
+  const fd = takeLock(dir, path);
+  if (fd === null) {
+    const current = currentHolder(path);
+    const advice = !current ? 'stop it first' : current.holder === 'server' ? 'stop the server first' : 'wait for that command to finish';
+    throw new DataDirError(
+      `DATA_DIR ${abs} is in use by ${current ? describe(current) : 'another process'}: the embedded database admits one process at a time; ` +
+        `${advice}, or use PostgreSQL (DATABASE_URL), which any number of processes may share`,
+    );
+  }
+  try {
+    // A holder that lets go removes the file, so a record still in it is one of a process that
+    // ended without letting go (killed, crashed): worth a line, since its last writes may be lost.
+    const left = readFileSync(fd, 'utf8');
+    if (left.length > 0) {
+      const previous = parseRecord(left);
       notice(
-        existing
-          ? `DATA_DIR ${abs}: taking over the lock of ${describe(existing)}, which is no longer running`
+        previous
+          ? `DATA_DIR ${abs}: taking over the lock of ${describe(previous)}, which is no longer running`
           : `DATA_DIR ${abs}: taking over an unreadable lock file`,
       );
-      continue;
     }
-    try {
-      writeSync(fd, JSON.stringify(record));
-    } finally {
-      closeSync(fd);
-    }
-    break;
+    ftruncateSync(fd, 0);
+    writeSync(fd, JSON.stringify(record), 0);
+  } catch (error) {
+    closeSync(fd);
+    throw folderProblem(dir, error);
   }
-  const refresh = setInterval(() => {
-    const now = new Date();
-    try {
-      utimesSync(path, now, now);
-    } catch {
-      // the next refresh tries again; only a holder on another host reads the time
-    }
-  }, REFRESH_MS);
-  refresh.unref();
+  let released = false;
   return {
     release() {
-      clearInterval(refresh);
-      // Only our own lock: never one a later process took over after deciding we were gone.
-      const current = readRecord(path);
-      if (current?.pid === process.pid && current.since === record.since) {
-        try {
-          unlinkSync(path);
-        } catch {
-          // already gone
-        }
+      if (released) return;
+      released = true;
+      // Removed while still held, so that a file left behind always means a holder that did not let
+      // go; a process that opened it meanwhile sees, once it gets the lock, that it is not the file
+      // the path names, and starts over.
+      try {
+        if (isSameFile(fd, path)) unlinkSync(path);
+      } catch {
+        // already gone
       }
+      closeSync(fd);
     },
   };
 }

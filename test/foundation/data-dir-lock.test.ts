@@ -1,8 +1,9 @@
 // The embedded database's folder is held by one process at a time (contract §1), tried with real
 // server and CLI processes.
-import { existsSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { tryLock } from 'fs-native-extensions';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DataDirError, LOCK_FILE, lockDataDir } from '../../src/db/data-dir-lock.js';
 import { freePort } from '../helpers/probe-app.js';
@@ -92,32 +93,71 @@ describe('the embedded database folder, between processes', () => {
 });
 
 describe('lockDataDir', () => {
-  it('refuses a second holder in the same process tree, and lets go on release', () => {
+  it('refuses a second holder, even in the same process, and lets go on release', () => {
     const dir = folder();
     const lock = lockDataDir(dir, 'server', () => undefined);
-    // Our own pid counts as gone (a restarted container's pid 1), so a live holder is faked with the parent's.
-    writeFileSync(join(dir, LOCK_FILE), JSON.stringify({ pid: process.ppid, holder: 'server', since: '2026-01-01T00:00:00.000Z', host: hostname() }));
-    expect(() => lockDataDir(dir, 'cli', () => undefined)).toThrow(DataDirError);
+    // The lock belongs to the open file, not to the process: a second open of it is refused too.
+    expect(() => lockDataDir(dir, 'cli', () => undefined)).toThrow(
+      new RegExp(`^DATA_DIR ${dir} is in use by the server \\(pid ${process.pid}, since ${SINCE}\\): .*stop the server first`),
+    );
     lock.release();
-    // Not ours any more (another holder wrote it), so release left it alone.
-    expect(existsSync(join(dir, LOCK_FILE))).toBe(true);
+    expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
+    const notices: string[] = [];
+    lockDataDir(dir, 'cli', (line) => notices.push(line)).release();
+    expect(notices).toEqual([]);
   });
 
-  it('takes over an unreadable lock file and one of a host that stopped refreshing it, but not one still refreshed', () => {
+  it('release removes only the lock file it holds, never one that replaced it', () => {
+    const dir = folder();
+    const path = join(dir, LOCK_FILE);
+    const first = lockDataDir(dir, 'server', () => undefined);
+    // Someone deleted the held file by hand, and another holder made a new one.
+    rmSync(path);
+    const second = lockDataDir(dir, 'cli', () => undefined);
+    first.release();
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ pid: process.pid, holder: 'cli' });
+    expect(() => lockDataDir(dir, 'server', () => undefined)).toThrow(/in use by the CLI/);
+    second.release();
+    expect(existsSync(path)).toBe(false);
+  });
+
+  it('takes over a lock file whose holder let go without removing it, whatever it says, with a line naming it', () => {
     const dir = folder();
     const path = join(dir, LOCK_FILE);
     const notices: string[] = [];
     writeFileSync(path, '{"pid":');
     lockDataDir(dir, 'cli', (line) => notices.push(line)).release();
-    expect(notices).toEqual([`DATA_DIR ${dir}: taking over an unreadable lock file`]);
-
+    // A record of another host, however fresh, holds nothing: only a lock the file system keeps does.
     writeFileSync(path, JSON.stringify({ pid: 4_000_000, holder: 'server', since: '2026-01-01T00:00:00.000Z', host: 'another-container' }));
-    expect(() => lockDataDir(dir, 'cli', () => undefined)).toThrow(/in use by the server \(pid 4000000 on host another-container, since 2026-01-01T00:00:00.000Z\)/);
-    const old = new Date(Date.now() - 60_000);
-    utimesSync(path, old, old);
-    const lock = lockDataDir(dir, 'cli', (line) => notices.push(line));
-    expect(notices[1]).toMatch(/taking over the lock of the server \(pid 4000000 on host another-container, .*\), which is no longer running$/);
-    lock.release();
+    lockDataDir(dir, 'cli', (line) => notices.push(line)).release();
+    writeFileSync(path, '');
+    lockDataDir(dir, 'cli', (line) => notices.push(line)).release();
+    expect(notices).toEqual([
+      `DATA_DIR ${dir}: taking over an unreadable lock file`,
+      `DATA_DIR ${dir}: taking over the lock of the server (pid 4000000 on host another-container, since 2026-01-01T00:00:00.000Z), which is no longer running`,
+    ]);
     expect(existsSync(path)).toBe(false);
+  });
+
+  it('a refusal names a holder on another host as its record says, and one without a record as another process', () => {
+    const dir = folder();
+    const path = join(dir, LOCK_FILE);
+    // A holder the test cannot start (a container elsewhere): its lock, taken directly, and its record.
+    writeFileSync(path, JSON.stringify({ pid: 4_000_000, holder: 'server', since: '2026-01-01T00:00:00.000Z', host: 'another-container' }));
+    const fd = openSync(path, 'r+');
+    try {
+      expect(tryLock(fd)).toBe(true);
+      expect(() => lockDataDir(dir, 'cli', () => undefined)).toThrow(
+        new RegExp(`^DATA_DIR ${dir} is in use by the server \\(pid 4000000 on host another-container, since 2026-01-01T00:00:00.000Z\\): .*stop the server first`),
+      );
+      writeFileSync(path, '');
+      expect(() => lockDataDir(dir, 'cli', () => undefined)).toThrow(
+        new RegExp(`^DATA_DIR ${dir} is in use by another process: .*stop it first, or use PostgreSQL \\(DATABASE_URL\\)`),
+      );
+      expect(() => lockDataDir(dir, 'cli', () => undefined)).toThrow(DataDirError);
+    } finally {
+      closeSync(fd);
+    }
+    lockDataDir(dir, 'cli', () => undefined).release();
   });
 });
