@@ -14,7 +14,7 @@ import { afterLogin, loginSlots, reportsReplacedLogin, type Slot, type StationAn
 import { createInProcessBus, createPgCommandBus, type CommandBus, type PasswordCommand } from './command-bus.js';
 import { makeReplicaKeys } from './sealed-box.js';
 import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
-import { forwardedOverTls, ocppIdentity, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
+import { forwardedOverTls, ocppIdentity, passwordCommandStatus, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
 import { createBatcher } from '../batching.js';
 import { MAX_CONNECTOR_STATUSES } from './station-bounds.js';
 import {
@@ -318,15 +318,14 @@ export function createStationConnections(options: StationConnectionsOptions): St
     if (!entry || ms <= 0) return { kind: 'notSent' };
     const v16 = entry.socket.protocol === 'ocpp1.6';
     try {
-      const result = (await (v16
+      const result = await (v16
         ? entry.socket.call('ChangeConfiguration', { key: 'AuthorizationKey', value: command.password.toLowerCase() }, ms)
         : entry.socket.call(
             'SetVariables',
             { setVariableData: [{ component: { name: 'SecurityCtrlr' }, variable: { name: 'BasicAuthPassword' }, attributeValue: command.password }] },
             ms,
-          ))) as { status?: unknown; setVariableResult?: Array<{ attributeStatus?: unknown }> };
-      const status = v16 ? result?.status : result?.setVariableResult?.[0]?.attributeStatus;
-      return { kind: 'status', status: typeof status === 'string' ? status : 'no status' };
+          ));
+      return { kind: 'status', status: passwordCommandStatus(v16 ? 'ocpp1.6' : 'ocpp2.0.1', result) };
     } catch (error) {
       if (error instanceof OcppCallError && error.code === 'Timeout') return { kind: 'timeout' };
       if (error instanceof OcppCallError && error.code !== 'Disconnected') return { kind: 'callError', code: error.code };
