@@ -3,13 +3,21 @@
 // answered before anything recursive reads them, every unhandled action NotImplemented, a
 // malformed handshake refused before any login check, and connector statuses bounded per station.
 import { once } from 'node:events';
+import { request as httpRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import { eq } from 'drizzle-orm';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { stationConnections } from '../../src/stations/stations-tables.js';
-import { MAX_CALLS_IN_PROGRESS, MAX_CONNECTOR_STATUSES, MAX_FRAME_DEPTH, MAX_SUBPROTOCOL_HEADER_LENGTH } from '../../src/stations/station-bounds.js';
+import {
+  MAX_CALLS_IN_PROGRESS,
+  MAX_CONNECTOR_STATUSES,
+  MAX_FRAME_DEPTH,
+  MAX_SUBPROTOCOL_HEADER_LENGTH,
+  frameHead,
+  nestsDeeperThan,
+} from '../../src/stations/station-bounds.js';
 import { ASSET_WRITER } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, stationClient, useStationApp, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
 
@@ -148,6 +156,41 @@ describe('bytes waiting to be sent', () => {
     // Ended without a closing handshake: the station finds its socket gone once it reads again.
     abuser.socket.resume();
     expect(await abuser.closed).toBe(1006);
+  });
+});
+
+describe('reading a frame before the parser (pure)', () => {
+  // The nesting of a parsed JSON value, its outer array or object included.
+  function depthOf(value: unknown): number {
+    if (Array.isArray(value)) return 1 + Math.max(0, ...value.map(depthOf));
+    if (value !== null && typeof value === 'object') return 1 + Math.max(0, ...Object.values(value).map(depthOf));
+    return 0;
+  }
+
+  it('property: nestsDeeperThan reads the nesting of any JSON text exactly, brackets in strings and escapes included', () => {
+    const text = fc.string({ unit: fc.constantFrom('[', ']', '{', '}', '"', '\\', 'a', 'é', '\u0000') });
+    const value = fc.letrec((tie) => ({
+      node: fc.oneof({ depthSize: 'small' }, text, fc.integer(), fc.array(tie('node'), { maxLength: 3 }), fc.dictionary(text, tie('node'), { maxKeys: 3 })),
+    })).node;
+    fc.assert(
+      fc.property(value, fc.integer({ min: 0, max: 8 }), (v, limit) => {
+        const json = Buffer.from(JSON.stringify(v));
+        expect(nestsDeeperThan(json, limit)).toBe(depthOf(v) > limit);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('property: frameHead reads the type and any message id of a frame, whatever follows', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(2, 3, 4), fc.string({ maxLength: 36 }), fc.constantFrom('', ' ', '\n\t'), (type, id, space) => {
+        const frame = Buffer.from(`${space}[${space}${type}${space},${space}${JSON.stringify(id)}${space},${deepJson(100)}]`);
+        expect(frameHead(frame)).toEqual({ type, id });
+      }),
+    );
+    expect(frameHead(Buffer.from(deepJson(10)))).toBeNull();
+    expect(frameHead(Buffer.from(`[2, ${deepJson(10)}]`))).toEqual({ type: 2, id: null });
+    expect(frameHead(Buffer.from(`[2, "${'x'.repeat(300)}", {}]`))).toEqual({ type: 2, id: null });
   });
 });
 
@@ -296,6 +339,31 @@ describe('the handshake', () => {
     const identity = `CP-bad-handshake-${Math.random().toString(36).slice(2)}`;
     expect(await upgrade(identity, { 'sec-websocket-protocol': 'ocpp2.0.1', ...headers })).toBe(400);
     expect(logsOf(identity, 'station login refused').join('\n')).toContain(logged);
+  });
+
+  it('an upgrade request other than GET: 405 before any login check', async () => {
+    const identity = `CP-post-${Math.random().toString(36).slice(2)}`;
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port: t.port,
+        method: 'POST',
+        path: `/ocpp/${identity}`,
+        headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-protocol': 'ocpp2.0.1' },
+      });
+      req.on('upgrade', (res, socket) => {
+        socket.destroy();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(status).toBe(405);
+    expect(logsOf(identity, 'station login refused')).toHaveLength(1);
   });
 
   it('a well-formed handshake of a provisioned station still logs in', async () => {
