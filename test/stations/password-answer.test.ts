@@ -1,5 +1,5 @@
 // A station's answer to the password command switches the password only when it accepts exactly
-// that: every SetVariables result Accepted for SecurityCtrlr / BasicAuthPassword (contract §8.2).
+// that: every SetVariables result Accepted for SecurityCtrlr / BasicAuthPassword.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { answerOutcome } from '../../src/asset-management/rotation.js';

@@ -1,4 +1,4 @@
-// One station must never hurt the service, whatever it sends (contract §9): a few calls of its own
+// One station must never hurt the service, whatever it sends: a few calls of its own
 // in progress at most, a bounded number of bytes waiting to be sent to it, frames nested too deep
 // answered before anything recursive reads them, every unhandled action NotImplemented, a
 // malformed handshake refused before any login check, and connector statuses bounded per station.
