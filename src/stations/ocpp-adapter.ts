@@ -1,9 +1,11 @@
-// The only module that knows the OCPP-J library (ocpp-rpc): framing, schema validation (strict
-// mode, the official JSON schemas of each version), CALLERRORs and WebSocket pings. The rest of
-// the service speaks in identities, methods and params.
+// The only module that knows the OCPP-J library (ocpp-rpc), with ocpp-bounds.ts that hooks the
+// per-station bounds into it: framing, schema validation (strict mode, the official JSON schemas
+// of each version), CALLERRORs and WebSocket pings. The rest of the service speaks in identities,
+// methods and params.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import ocppRpc from 'ocpp-rpc';
+import { boundStation, handshakeProblem, refuseHandshake, type LibraryClient } from './ocpp-bounds.js';
 
 const { RPCServer, RPCClient, createRPCError } = ocppRpc;
 
@@ -61,6 +63,10 @@ export interface OcppEndpointOptions<S> {
   onConnection(socket: StationSocket<S>): void;
   // Problems of one station's messages; never carries a message's params (they may hold secrets).
   onProtocolProblem(identity: string, problem: string): void;
+  // A station closed for crossing one of its bounds (station-bounds.ts), and why.
+  onBoundCrossed(identity: string, reason: string): void;
+  // An upgrade request refused before any login check because the handshake itself is malformed.
+  onUpgradeRefused(identity: string, status: number, reason: string): void;
   onError(error: unknown): void;
 }
 
@@ -143,6 +149,7 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
   });
 
   server.on('client', (client: ServerSideClient) => {
+    boundStation(client as unknown as LibraryClient, options);
     // A station's calls are handled one at a time, in the order they came (OCPP-J lets a station
     // have one CALL outstanding). The library would run them all at once, so a station that sends
     // a burst without waiting took a pooled database connection per call: every connection, with
@@ -190,10 +197,9 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
         client.on('ping', listener);
       },
     };
-    // Every action nobody handles gets the version's NotImplemented CALLERROR.
-    client.handle(({ method }: { method: string }) => {
-      throw createRPCError('NotImplemented', `this central system does not handle ${method}`);
-    });
+    // No handler for every other action: the library answers an action nobody handles with the
+    // version's NotImplemented before it looks at the schema (a catch-all handler was reached only
+    // after it, so an unknown action got ProtocolError and a malformed known one a violation).
     client.on('strictValidationFailure', ({ error }: { error: { message?: string } }) =>
       options.onProtocolProblem(client.identity, `schema violation: ${error?.message ?? 'invalid message'}`),
     );
@@ -206,6 +212,13 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
 
   return {
     handleUpgrade(request, socket, head) {
+      const problem = handshakeProblem(request);
+      if (problem) {
+        // The identity as the library would read it; the caller has checked the path.
+        options.onUpgradeRefused((request.url ?? '').split('?', 1)[0]!.split('/').pop() ?? '', problem.status, problem.reason);
+        refuseHandshake(socket, problem.status);
+        return;
+      }
       server.handleUpgrade(request, socket as never, head).catch((error: unknown) => {
         options.onError(error);
         socket.destroy();

@@ -14,8 +14,9 @@ import { afterLogin, loginSlots, reportsReplacedLogin, type Slot, type StationAn
 import { createInProcessBus, createPgCommandBus, type CommandBus, type PasswordCommand } from './command-bus.js';
 import { makeReplicaKeys } from './sealed-box.js';
 import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
-import { forwardedOverTls, ocppIdentity, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
+import { forwardedOverTls, ocppIdentity, passwordCommandStatus, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
 import { createBatcher } from '../batching.js';
+import { MAX_CONNECTOR_STATUSES } from './station-bounds.js';
 import {
   claimStations,
   deleteStaleReplicas,
@@ -148,7 +149,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
   const logins = batched((ids: string[]) => findStationLogins(db, ids));
   const claims = batched((items: StationClaim[]) => claimStations(db, items), byAsset);
   const boots = batched(forEach((items: StationBoot[]) => recordBoots(db, items)), byAsset);
-  const statuses = batched(forEach((items: StationConnectorStatus[]) => recordConnectorStatuses(db, items)), byAsset);
+  const statuses = batched((items: StationConnectorStatus[]) => recordConnectorStatuses(db, items, MAX_CONNECTOR_STATUSES), byAsset);
   const releases = batched(forEach((items: StationRelease[]) => releaseStations(db, items)), byAsset);
   // Made at start, in memory only: replicas sharing a DATA_DIR must not share it.
   const replicaId = newId('rep');
@@ -292,7 +293,10 @@ export function createStationConnections(options: StationConnectionsOptions): St
         ? { status: String(p.status), errorCode: String(p.errorCode), ...(typeof p.timestamp === 'string' ? { timestamp: p.timestamp } : {}), receivedAt }
         : { status: String(p.connectorStatus), timestamp: String(p.timestamp), receivedAt };
       const key = v16 ? String(p.connectorId) : `${String(p.evseId)}/${String(p.connectorId)}`;
-      await statuses.push({ assetId, epoch, key, status });
+      if ((await statuses.push({ assetId, epoch, key, status })) === 'full') {
+        // The station is answered as usual: it cannot do anything about it, an operator can.
+        log.warn({ station: assetId, connector: key }, `connector status not stored: the station has ${MAX_CONNECTOR_STATUSES} connectors stored already`);
+      }
       return {};
     });
   }
@@ -302,6 +306,8 @@ export function createStationConnections(options: StationConnectionsOptions): St
     authenticate,
     onConnection,
     onProtocolProblem: (identity, problem) => log.debug({ station: identity, problem }, 'station protocol problem'),
+    onBoundCrossed: (identity, reason) => log.warn({ station: identity, reason }, 'station closed: it crossed a per-station bound'),
+    onUpgradeRefused: (identity, status, reason) => log.info({ station: identity, status, reason }, 'station login refused'),
     onError: (error) => log.warn({ err: loggableError(error) }, 'station endpoint error'),
   });
 
@@ -312,15 +318,14 @@ export function createStationConnections(options: StationConnectionsOptions): St
     if (!entry || ms <= 0) return { kind: 'notSent' };
     const v16 = entry.socket.protocol === 'ocpp1.6';
     try {
-      const result = (await (v16
+      const result = await (v16
         ? entry.socket.call('ChangeConfiguration', { key: 'AuthorizationKey', value: command.password.toLowerCase() }, ms)
         : entry.socket.call(
             'SetVariables',
             { setVariableData: [{ component: { name: 'SecurityCtrlr' }, variable: { name: 'BasicAuthPassword' }, attributeValue: command.password }] },
             ms,
-          ))) as { status?: unknown; setVariableResult?: Array<{ attributeStatus?: unknown }> };
-      const status = v16 ? result?.status : result?.setVariableResult?.[0]?.attributeStatus;
-      return { kind: 'status', status: typeof status === 'string' ? status : 'no status' };
+          ));
+      return { kind: 'status', status: passwordCommandStatus(v16 ? 'ocpp1.6' : 'ocpp2.0.1', result) };
     } catch (error) {
       if (error instanceof OcppCallError && error.code === 'Timeout') return { kind: 'timeout' };
       if (error instanceof OcppCallError && error.code !== 'Disconnected') return { kind: 'callError', code: error.code };

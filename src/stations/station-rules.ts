@@ -42,3 +42,30 @@ export function stationTimings(leaseSeconds: number): { renewMs: number; seenWri
   const renewMs = Math.max(100, Math.floor((leaseSeconds * 1000) / 3));
   return { renewMs, seenWriteMs: Math.min(leaseSeconds, 30) * 1000, seenFlushMs: Math.min(1000, renewMs) };
 }
+
+// The station's answer to the password command as one status, which the rotation maps to its
+// outcome (only `Accepted` switches the password). 1.6 ChangeConfiguration answers one status.
+// 2.0.1 SetVariables answers a list: it is `Accepted` only when the list is not empty and every
+// result accepts the password itself (SecurityCtrlr / BasicAuthPassword, the Actual attribute);
+// a result for anything else, or any refusal, is not an acceptance.
+export function passwordCommandStatus(protocol: 'ocpp1.6' | 'ocpp2.0.1', answer: unknown): string {
+  const a = (answer ?? {}) as { status?: unknown; setVariableResult?: unknown };
+  if (protocol === 'ocpp1.6') return typeof a.status === 'string' ? a.status : 'no status';
+  const results = Array.isArray(a.setVariableResult) ? (a.setVariableResult as unknown[]) : [];
+  if (results.length === 0) return 'no result';
+  const statuses: string[] = [];
+  for (const r of results) {
+    const result = (r ?? {}) as { attributeStatus?: unknown; attributeType?: unknown; component?: { name?: unknown }; variable?: { name?: unknown } };
+    const status = typeof result.attributeStatus === 'string' ? result.attributeStatus : 'no status';
+    const component = String(result.component?.name);
+    const variable = String(result.variable?.name);
+    const attribute = result.attributeType ?? 'Actual';
+    if (component !== 'SecurityCtrlr' || variable !== 'BasicAuthPassword' || attribute !== 'Actual') {
+      return `${status} for ${component}/${variable}${attribute === 'Actual' ? '' : ` (${String(attribute)})`}`;
+    }
+    statuses.push(status);
+  }
+  // A refusal outweighs a reboot, which outweighs acceptance: the password switches only when no
+  // result holds it back, and is left unconfirmed only when the station may still apply it.
+  return statuses.find((s) => s !== 'Accepted' && s !== 'RebootRequired') ?? statuses.find((s) => s === 'RebootRequired') ?? 'Accepted';
+}

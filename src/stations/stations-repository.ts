@@ -170,13 +170,31 @@ export interface StationConnectorStatus {
   status: ConnectorStatusRecord;
 }
 
+// 'stored'; 'full' when the station already has `maxKeys` connectors stored and this is a new
+// one; 'stale' when the connection is no longer the station's newest.
+export type ConnectorStatusOutcome = 'stored' | 'full' | 'stale';
+
 // Merged into the stored statuses in the statement itself: notifications for other connectors of
-// the station cannot lose each other. The asset ids must be distinct.
-export async function recordConnectorStatuses(db: Executor, updates: StationConnectorStatus[]): Promise<void> {
-  await db.execute(sql`
+// the station cannot lose each other. The bound is checked there too, against the stored row, so
+// it holds across reconnects and replicas: a known connector is always updated, a new one only
+// while the station has fewer than `maxKeys`. The asset ids must be distinct.
+export async function recordConnectorStatuses(db: Executor, updates: StationConnectorStatus[], maxKeys: number): Promise<ConnectorStatusOutcome[]> {
+  const rows = await rowsOf<{ asset_id: string; stored: boolean }>(
+    db,
+    sql`
     update station_connections c
-       set connector_statuses = c.connector_statuses || jsonb_build_object(r.key, r.status)
-    ${ofHeldRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}`);
+       set connector_statuses = case
+             when c.connector_statuses ? r.key or (select count(*) from jsonb_object_keys(c.connector_statuses)) < ${maxKeys}
+             then c.connector_statuses || jsonb_build_object(r.key, r.status)
+             else c.connector_statuses end
+    ${ofHeldRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}
+    returning r.asset_id, c.connector_statuses ? r.key as stored`,
+  );
+  const byId = new Map(rows.map((r) => [r.asset_id, r.stored]));
+  return updates.map((u) => {
+    const stored = byId.get(u.assetId);
+    return stored === undefined ? 'stale' : stored ? 'stored' : 'full';
+  });
 }
 
 // The stations newer connections took from this replica (the claim's trigger writes them,
