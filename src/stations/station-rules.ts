@@ -42,3 +42,11 @@ export function stationTimings(leaseSeconds: number): { renewMs: number; seenWri
   const renewMs = Math.max(100, Math.floor((leaseSeconds * 1000) / 3));
   return { renewMs, seenWriteMs: Math.min(leaseSeconds, 30) * 1000, seenFlushMs: Math.min(1000, renewMs) };
 }
+
+// How long a disconnect whose write failed waits before its next try: 0.5 s, doubling, at most
+// 5 s. The first retry comes soon because `connected` must read false within 5 s of a disconnect
+// (the lease renewal's reconciliation comes only every third of a lease, 10 s by default); the cap
+// keeps a long database outage at one try per station every 5 s.
+export function releaseRetryDelayMs(failures: number): number {
+  return Math.min(5000, 500 * 2 ** Math.min(Math.max(failures - 1, 0), 4));
+}
