@@ -17,6 +17,7 @@ import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocke
 import { forwardedOverTls, ocppIdentity, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
 import { createBatcher } from '../batching.js';
 import { createConnectionHealing } from './connection-healing.js';
+import { stationConnected } from './station-presence.js';
 import {
   claimStations,
   deleteStaleReplicas,
@@ -162,12 +163,13 @@ export function createStationConnections(options: StationConnectionsOptions): St
         replicaId,
         keys,
         execute: executeLocally,
+        holds: (assetId) => held.has(assetId),
         notify: async (channel, payload) => {
           await db.execute(sql`select pg_notify(${channel}, ${payload})`);
         },
         log,
       })
-    : createInProcessBus(replicaId, executeLocally);
+    : createInProcessBus(replicaId, executeLocally, (assetId) => held.has(assetId));
   const held = new Map<string, Held>();
   // Takeover notices (tick) for stations claimed here whose sockets had not opened yet, kept until
   // the next tick: the socket opens milliseconds after its claim.
@@ -426,6 +428,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
       if (!holder || holder.replicaId === replicaId) return { kind: 'notSent' };
       return bus.send(holder, command);
     },
+    isConnected: (assetId, deadline) => stationConnected({ db, replicaId, bus, holdsHere: (id) => held.has(id) }, assetId, deadline),
     isHeld: (identity) => held.has(identity),
     async close() {
       if (closing) return;
