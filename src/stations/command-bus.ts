@@ -30,7 +30,7 @@ export interface CommandBus {
   start(): Promise<void>;
   send(target: CommandTarget, command: PasswordCommand): Promise<StationAnswer>;
   // Whether the target holds an open socket of the station; undefined when it does not answer by
-  // the deadline.
+  // the deadline. Throws when the question could not be sent.
   holds(target: CommandTarget, assetId: string, deadline: number): Promise<boolean | undefined>;
   close(): Promise<void>;
 }
@@ -268,11 +268,9 @@ export function createPgCommandBus(options: PgBusOptions): CommandBus {
         timer = setTimeout(() => resolve(undefined), waitMs(deadline));
       });
       try {
+        // A question that could not be sent throws: that is not a replica that did not answer.
         await options.notify(channelOf(target.replicaId), JSON.stringify(message));
         return await answered;
-      } catch (error) {
-        log.warn({ station: assetId, err: loggableError(error) }, 'could not ask another replica about a station');
-        return undefined;
       } finally {
         asking.delete(message.id);
         clearTimeout(timer);

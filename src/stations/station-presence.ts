@@ -16,9 +16,13 @@ export interface PresenceDeps {
 // replica it names does not answer by the deadline. Never throws.
 export async function stationConnected(deps: PresenceDeps, assetId: string, deadline: number): Promise<boolean> {
   if (deps.holdsHere(assetId)) return true;
-  // Unknown when the table cannot be read: taken as connected, the command's own answer decides.
-  const holder = await findStationHolder(deps.db, assetId).catch(() => null);
-  if (holder === null) return true;
-  if (!holder || holder.replicaId === deps.replicaId) return false;
-  return (await deps.bus.holds(holder, assetId, deadline)) === true;
+  try {
+    const holder = await findStationHolder(deps.db, assetId);
+    if (!holder || holder.replicaId === deps.replicaId) return false;
+    return (await deps.bus.holds(holder, assetId, deadline)) === true;
+  } catch {
+    // Unknown when the table cannot be read or the question not sent: taken as connected, the
+    // command's own answer decides.
+    return true;
+  }
 }
