@@ -115,8 +115,9 @@ function ofRotation(id: string, rotationId: string) {
   return and(eq(assets.id, id), eq(assets.rotationId, rotationId));
 }
 
-// The station has the new credential: it becomes the only one, the old one is retired.
-export async function promotePending(db: Executor, change: { id: string; rotationId: string; state: 'ACCEPTED' | 'CONFIRMED' }): Promise<Date | undefined> {
+// The station has the new credential (or, forced, the operator gives it to the station by hand): it
+// becomes the only one, the old one is retired.
+export async function promotePending(db: Executor, change: { id: string; rotationId: string; state: 'ACCEPTED' | 'CONFIRMED' | 'FORCED' }): Promise<Date | undefined> {
   const [row] = await db
     .update(assets)
     .set({

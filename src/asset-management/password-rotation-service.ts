@@ -46,6 +46,9 @@ type Actor = NetworkScope & Pick<Principal, 'clientId'>;
 // connected and never throws.
 export interface StationCommandPort {
   sendPasswordChange(command: { assetId: string; password: string; deadline: number }): Promise<StationAnswer>;
+  // Whether an open, authenticated socket of the station exists on some replica: asked of the one
+  // the connection table names, false when it does not answer by the deadline. Never throws.
+  isConnected(assetId: string, deadline: number): Promise<boolean>;
 }
 
 export interface RotationDeps {
@@ -78,9 +81,15 @@ function offline(id: string): ConflictError {
   );
 }
 
-async function stationReach(db: Executor, assetId: string): Promise<StationReach> {
+// Where the station is, as the connection table says; when `ask` is given, a row saying connected
+// is checked with the station side. A row can be stale (a release whose write was lost, a replica
+// that died with its lease still running), and a forced change must go through for every station
+// without an open socket, whatever its row says.
+async function stationReach(db: Executor, assetId: string, ask?: () => Promise<boolean>): Promise<StationReach> {
   const station = (await stationViews(db, [assetId])).get(assetId);
-  return !station ? 'never' : station.connected ? 'connected' : 'offline';
+  if (!station) return 'never';
+  if (!station.connected) return 'offline';
+  return ask && !(await ask()) ? 'offline' : 'connected';
 }
 
 export async function changeAssetPassword(
@@ -110,15 +119,16 @@ export async function changeAssetPassword(
   // A supplied password costs ~100 ms of scrypt (plus its turn in the hashing queue), done before
   // any transaction so no connection is held while it waits or runs.
   const passwordHash = await hashAssetPassword(asset.ocppVersion, password, { generated, passwordHashParams: deps.passwordHashParams });
-  const reach = await stationReach(db, asset.id);
-  const rotationId = newId('apc');
+  const force = input.force === true;
   const callTimeoutMs = deps.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  const reach = await stationReach(db, asset.id, force ? () => connectedBefore(deps.stations, asset.id, Date.now() + callTimeoutMs) : undefined);
+  const rotationId = newId('apc');
   const shown = generated ? { password } : {};
 
   const claimed = await db.transaction(async (tx) => {
     const row = await lockRotation(tx, actor, asset.id);
     if (!row) throw assetNotFound(input.id);
-    const decision = decideRequest({ reach, force: input.force === true, state: row.rotationState, deadlinePassed: row.deadlinePassed });
+    const decision = decideRequest({ reach, force, state: row.rotationState, deadlinePassed: row.deadlinePassed });
     if (decision.kind === 'refuse') throw decision.code === STATION_OFFLINE ? offline(asset.id) : inProgress(asset.id);
     const audit = { id: rotationId, assetId: asset.id, network: asset.network, actorClientId: actor.clientId, generated };
     if (decision.kind === 'store') {
@@ -141,8 +151,8 @@ export async function changeAssetPassword(
   const deadline = Date.now() + callTimeoutMs;
   const answer = await sendBefore(deps.stations, { assetId: asset.id, password, deadline });
   const outcome = answerOutcome(answer);
-  const settled = await settle(db, asset.id, rotationId, stateAfterAnswer(outcome));
-  if (settled.state === 'ACCEPTED' || settled.state === 'CONFIRMED') {
+  const settled = await settle(db, asset.id, rotationId, stateAfterAnswer(outcome, force));
+  if (settled.state === 'ACCEPTED' || settled.state === 'CONFIRMED' || settled.state === 'FORCED') {
     return { status: 200, data: { id: asset.id, passwordChangedAt: settled.passwordChangedAt!.toISOString(), ...shown } };
   }
   if (settled.state === 'REJECTED' || settled.state === 'DISCARDED') {
@@ -166,13 +176,29 @@ async function sendBefore(port: StationCommandPort | undefined, command: { asset
   }
 }
 
+// Whether the station side finds an open socket of the station by the deadline; no station side
+// (no stations area) finds none.
+async function connectedBefore(port: StationCommandPort | undefined, assetId: string, deadline: number): Promise<boolean> {
+  if (!port) return false;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    // A failure says nothing: taken as connected, the command's own answer decides.
+    return await Promise.race([port.isConnected(assetId, deadline).catch(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 // Applies the answer to the rotation if it is still IN_FLIGHT; otherwise (a login past the
 // deadline resolved it first) reports where it stands.
 async function settle(
   db: Db,
   assetId: string,
   rotationId: string,
-  state: 'ACCEPTED' | 'REJECTED' | 'UNCONFIRMED',
+  state: 'ACCEPTED' | 'REJECTED' | 'UNCONFIRMED' | 'FORCED',
 ): Promise<{ state: RotationState | null; passwordChangedAt: Date | null }> {
   return db.transaction(async (tx) => {
     const row = await lockRotation(tx, { network: null }, assetId);
@@ -183,7 +209,7 @@ async function settle(
       return { state: row.rotationState, passwordChangedAt: current?.passwordChangedAt ?? null };
     }
     let passwordChangedAt: Date | null = null;
-    if (state === 'ACCEPTED') passwordChangedAt = (await promotePending(tx, { id: assetId, rotationId, state })) ?? null;
+    if (state === 'ACCEPTED' || state === 'FORCED') passwordChangedAt = (await promotePending(tx, { id: assetId, rotationId, state })) ?? null;
     else if (state === 'REJECTED') await dropPending(tx, { id: assetId, rotationId, state });
     else await markUnconfirmed(tx, { id: assetId, rotationId });
     await updatePasswordChange(tx, rotationId, { outcome: state });

@@ -80,9 +80,12 @@ export function answerOutcome(answer: StationAnswer): AnswerOutcome {
 }
 
 // The state an IN_FLIGHT rotation moves to once its command has an outcome. A command never sent
-// changed nothing on the station, exactly like a refusal.
-export function stateAfterAnswer(outcome: AnswerOutcome): 'ACCEPTED' | 'REJECTED' | 'UNCONFIRMED' {
-  return outcome === 'NOT_SENT' ? 'REJECTED' : outcome;
+// changed nothing on the station, exactly like a refusal; it also shows the station was offline
+// whatever the connection table said when the request was decided (a stale row), so a forced
+// request is stored as forced, the way decideRequest stores it for a station known offline.
+export function stateAfterAnswer(outcome: AnswerOutcome, force: boolean): 'ACCEPTED' | 'REJECTED' | 'UNCONFIRMED' | 'FORCED' {
+  if (outcome === 'NOT_SENT') return force ? 'FORCED' : 'REJECTED';
+  return outcome;
 }
 
 export function describeAnswer(answer: StationAnswer): string {
@@ -126,7 +129,8 @@ export interface Slots<C> {
   active: C | null;
   pending: C | null;
   replaced: C | null;
-  rotation: { id: string; state: RotationState; deadlinePassed: boolean } | null;
+  // force: the request that opened it was forced (it was sent because the station read connected).
+  rotation: { id: string; state: RotationState; deadlinePassed: boolean; force?: boolean } | null;
 }
 
 export type RotationEvent<C> =
@@ -153,7 +157,7 @@ export function step<C>(slots: Slots<C>, event: RotationEvent<C>): { slots: Slot
       const rotation = (state: RotationState) => ({ id: event.id, state, deadlinePassed: false });
       if (decision.kind === 'store') return { slots: switched(slots, event.credential, rotation(decision.outcome)), effect: { kind: 'request', decision } };
       if (decision.kind === 'send') {
-        return { slots: { ...slots, pending: event.credential, rotation: rotation('IN_FLIGHT') }, effect: { kind: 'request', decision } };
+        return { slots: { ...slots, pending: event.credential, rotation: { ...rotation('IN_FLIGHT'), force: event.force } }, effect: { kind: 'request', decision } };
       }
       return { slots, effect: { kind: 'request', decision } };
     }
@@ -161,9 +165,9 @@ export function step<C>(slots: Slots<C>, event: RotationEvent<C>): { slots: Slot
       // Only the rotation it belongs to, and only while nobody else has settled it.
       if (!r || r.id !== event.id || r.state !== 'IN_FLIGHT') return { slots, effect: { kind: 'answer', outcome: 'IGNORED' } };
       const outcome = answerOutcome(event.answer);
-      const state = stateAfterAnswer(outcome);
+      const state = stateAfterAnswer(outcome, r.force === true);
       const rotation = { ...r, state };
-      if (state === 'ACCEPTED') return { slots: switched(slots, slots.pending as C, rotation), effect: { kind: 'answer', outcome } };
+      if (state === 'ACCEPTED' || state === 'FORCED') return { slots: switched(slots, slots.pending as C, rotation), effect: { kind: 'answer', outcome } };
       if (state === 'REJECTED') return { slots: { ...slots, pending: null, rotation }, effect: { kind: 'answer', outcome } };
       return { slots: { ...slots, rotation }, effect: { kind: 'answer', outcome } };
     }

@@ -18,6 +18,8 @@ export interface PasswordCommand {
 
 // Sends a command to a station this replica holds.
 export type LocalExecutor = (command: PasswordCommand) => Promise<StationAnswer>;
+// Whether this replica holds an open socket of the station.
+type LocalHolds = (assetId: string) => boolean;
 
 export interface CommandTarget {
   replicaId: string;
@@ -27,6 +29,9 @@ export interface CommandTarget {
 export interface CommandBus {
   start(): Promise<void>;
   send(target: CommandTarget, command: PasswordCommand): Promise<StationAnswer>;
+  // Whether the target holds an open socket of the station; undefined when it does not answer by
+  // the deadline. Throws when the question could not be sent.
+  holds(target: CommandTarget, assetId: string, deadline: number): Promise<boolean | undefined>;
   close(): Promise<void>;
 }
 
@@ -43,16 +48,19 @@ function waitMs(deadline: number): number {
 function ignore(): void {}
 
 // The replicas of this process (PGlite: one process holds them all).
-const inProcess = new Map<string, LocalExecutor>();
+const inProcess = new Map<string, { execute: LocalExecutor; holds: LocalHolds }>();
 
-export function createInProcessBus(replicaId: string, execute: LocalExecutor): CommandBus {
+export function createInProcessBus(replicaId: string, execute: LocalExecutor, holds: LocalHolds): CommandBus {
   return {
     async start() {
-      inProcess.set(replicaId, execute);
+      inProcess.set(replicaId, { execute, holds });
     },
     async send(target, command) {
-      const executor = inProcess.get(target.replicaId);
-      return executor ? executor(command) : { kind: 'notSent' };
+      const replica = inProcess.get(target.replicaId);
+      return replica ? replica.execute(command) : { kind: 'notSent' };
+    },
+    async holds(target, assetId) {
+      return inProcess.get(target.replicaId)?.holds(assetId);
     },
     async close() {
       inProcess.delete(replicaId);
@@ -79,6 +87,20 @@ interface AnswerMessage {
   answer: StationAnswer;
 }
 
+// Does the replica hold the station's socket? Nothing secret crosses, so nothing is sealed.
+interface AskMessage {
+  t: 'ask';
+  id: string;
+  from: string;
+  assetId: string;
+}
+
+interface HeldMessage {
+  t: 'held';
+  id: string;
+  held: boolean;
+}
+
 const ANSWER_KINDS = new Set(['status', 'callError', 'timeout', 'dropped', 'notSent']);
 
 function isAnswer(value: unknown): value is StationAnswer {
@@ -99,6 +121,7 @@ export interface PgBusOptions {
   replicaId: string;
   keys: ReplicaKeys;
   execute: LocalExecutor;
+  holds: LocalHolds;
   // NOTIFY through the service's pool (delivered at commit, never replayed).
   notify(channel: string, payload: string): Promise<void>;
   log: FastifyBaseLogger;
@@ -108,6 +131,7 @@ export function createPgCommandBus(options: PgBusOptions): CommandBus {
   const { replicaId, log } = options;
   const channel = channelOf(replicaId);
   const waiting = new Map<string, (answer: StationAnswer) => void>();
+  const asking = new Map<string, (held: boolean | undefined) => void>();
   let current: pg.Client | undefined;
   let retryTimer: NodeJS.Timeout | undefined;
   let retryMs = 100;
@@ -160,10 +184,21 @@ export function createPgCommandBus(options: PgBusOptions): CommandBus {
   }
 
   function receive(payload: string): void {
-    let message: CommandMessage | AnswerMessage;
+    let message: CommandMessage | AnswerMessage | AskMessage | HeldMessage;
     try {
-      message = JSON.parse(payload) as CommandMessage | AnswerMessage;
+      message = JSON.parse(payload) as CommandMessage | AnswerMessage | AskMessage | HeldMessage;
     } catch {
+      return;
+    }
+    if (message?.t === 'held' && typeof message.id === 'string' && typeof message.held === 'boolean') {
+      asking.get(message.id)?.(message.held);
+      return;
+    }
+    if (message?.t === 'ask' && typeof message.id === 'string' && typeof message.from === 'string' && typeof message.assetId === 'string') {
+      const reply: HeldMessage = { t: 'held', id: message.id, held: options.holds(message.assetId) };
+      options.notify(channelOf(message.from), JSON.stringify(reply)).catch((error: unknown) =>
+        log.warn({ station: message.assetId, err: loggableError(error) }, 'could not answer another replica about a station'),
+      );
       return;
     }
     if (message?.t === 'ans' && typeof message.id === 'string') {
@@ -225,6 +260,22 @@ export function createPgCommandBus(options: PgBusOptions): CommandBus {
         clearTimeout(timer);
       }
     },
+    async holds(target, assetId, deadline) {
+      const message: AskMessage = { t: 'ask', id: randomUUID(), from: replicaId, assetId };
+      let timer: NodeJS.Timeout | undefined;
+      const answered = new Promise<boolean | undefined>((resolve) => {
+        asking.set(message.id, resolve);
+        timer = setTimeout(() => resolve(undefined), waitMs(deadline));
+      });
+      try {
+        // A question that could not be sent throws: that is not a replica that did not answer.
+        await options.notify(channelOf(target.replicaId), JSON.stringify(message));
+        return await answered;
+      } finally {
+        asking.delete(message.id);
+        clearTimeout(timer);
+      }
+    },
     async close() {
       closing = true;
       clearTimeout(retryTimer);
@@ -232,6 +283,7 @@ export function createPgCommandBus(options: PgBusOptions): CommandBus {
         waiting.delete(id);
         resolve({ kind: 'timeout' });
       }
+      for (const resolve of asking.values()) resolve(undefined);
       await current?.end().catch(ignore);
       current = undefined;
     },

@@ -17,6 +17,8 @@ import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocke
 import { forwardedOverTls, ocppIdentity, passwordCommandStatus, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
 import { createBatcher } from '../batching.js';
 import { MAX_CONNECTOR_STATUSES } from './station-bounds.js';
+import { createConnectionHealing } from './connection-healing.js';
+import { stationConnected } from './station-presence.js';
 import {
   claimStations,
   deleteStaleReplicas,
@@ -147,12 +149,13 @@ export function createStationConnections(options: StationConnectionsOptions): St
   };
   const byAsset = (item: { assetId: string }) => item.assetId;
   const logins = batched((ids: string[]) => findStationLogins(db, ids));
-  const claims = batched((items: StationClaim[]) => claimStations(db, items), byAsset);
+  const claims = batched((items: StationClaim[]) => healing.claim(items.map(byAsset), () => claimStations(db, items)), byAsset);
   const boots = batched(forEach((items: StationBoot[]) => recordBoots(db, items)), byAsset);
   const statuses = batched((items: StationConnectorStatus[]) => recordConnectorStatuses(db, items, MAX_CONNECTOR_STATUSES), byAsset);
   const releases = batched(forEach((items: StationRelease[]) => releaseStations(db, items)), byAsset);
   // Made at start, in memory only: replicas sharing a DATA_DIR must not share it.
   const replicaId = newId('rep');
+  const healing = createConnectionHealing({ db, log, replicaId, release: (item) => releases.push(item), schedule: statementTurn });
   // The private half never leaves this process: a password sealed to it is readable here only.
   const keys = makeReplicaKeys();
   const bus: CommandBus = options.connectionString
@@ -161,12 +164,13 @@ export function createStationConnections(options: StationConnectionsOptions): St
         replicaId,
         keys,
         execute: executeLocally,
+        holds: (assetId) => held.has(assetId),
         notify: async (channel, payload) => {
           await db.execute(sql`select pg_notify(${channel}, ${payload})`);
         },
         log,
       })
-    : createInProcessBus(replicaId, executeLocally);
+    : createInProcessBus(replicaId, executeLocally, (assetId) => held.has(assetId));
   const held = new Map<string, Held>();
   // Takeover notices (tick) for stations claimed here whose sockets had not opened yet, kept until
   // the next tick: the socket opens milliseconds after its claim.
@@ -233,10 +237,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     }
     // Shutting down: one statement releases every station of the replica (close()).
     if (closing) return;
-    releases.push({ assetId: identity, epoch, lastSeenAt: new Date(lastSeenAt) }).catch((error: unknown) =>
-      // The lease or the next claim settles it; a lost release is never a crash.
-      log.warn({ station: identity, err: loggableError(error) }, 'could not record a station disconnect'),
-    );
+    healing.release({ assetId: identity, epoch, lastSeenAt: new Date(lastSeenAt) });
   }
 
   function onConnection(socket: StationSocket<Session>): void {
@@ -354,7 +355,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
   }
 
   async function tick(): Promise<void> {
-    await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
+    const renewedAt = await renewReplicaLease(db, replicaId, options.leaseSeconds, keys.publicKey);
     // A newer connection on another replica took the station: the older socket goes. Deleted only
     // once acted on, so a notice whose answer was lost on the way is read again.
     const notices = await findStationTakeovers(db, replicaId);
@@ -369,6 +370,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
       }
     }
     await deleteStationTakeovers(db, replicaId, notices);
+    await healing.reconcile(renewedAt).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not reconcile the stations recorded here; retrying'));
   }
 
   function replaceHeld(identity: string, entry: Held): void {
@@ -431,10 +433,13 @@ export function createStationConnections(options: StationConnectionsOptions): St
       if (!holder || holder.replicaId === replicaId) return { kind: 'notSent' };
       return bus.send(holder, command);
     },
+    isConnected: (assetId, deadline) => stationConnected({ db, replicaId, bus, holdsHere: (id) => held.has(id) }, assetId, deadline),
     isHeld: (identity) => held.has(identity),
     async close() {
       if (closing) return;
       closing = true;
+      // endReplica below releases every row of the replica at once.
+      healing.close();
       for (const loop of loops) clearTimeout(loop.timer);
       await Promise.all(loops.map((loop) => loop.running));
       await bus.close();

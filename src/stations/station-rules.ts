@@ -69,3 +69,11 @@ export function passwordCommandStatus(protocol: 'ocpp1.6' | 'ocpp2.0.1', answer:
   // result holds it back, and is left unconfirmed only when the station may still apply it.
   return statuses.find((s) => s !== 'Accepted' && s !== 'RebootRequired') ?? statuses.find((s) => s === 'RebootRequired') ?? 'Accepted';
 }
+
+// How long a disconnect whose write failed waits before its next try: 0.5 s, doubling, at most
+// 5 s. The first retry comes soon because `connected` must read false within 5 s of a disconnect
+// (the lease renewal's reconciliation comes only every third of a lease, 10 s by default); the cap
+// keeps a long database outage at one try per station every 5 s.
+export function releaseRetryDelayMs(failures: number): number {
+  return Math.min(5000, 500 * 2 ** Math.min(Math.max(failures - 1, 0), 4));
+}

@@ -72,12 +72,15 @@ export async function claimStations(db: Executor, claims: StationClaim[]): Promi
   });
 }
 
-export async function renewReplicaLease(db: Executor, replicaId: string, leaseSeconds: number, publicKey: string): Promise<void> {
+// Resolves with the database's time of the renewal, as PostgreSQL's text (passed back unparsed).
+export async function renewReplicaLease(db: Executor, replicaId: string, leaseSeconds: number, publicKey: string): Promise<string> {
   const expires = sql`now() + make_interval(secs => ${leaseSeconds})`;
-  await db
+  const [row] = await db
     .insert(stationReplicas)
     .values({ id: replicaId, leaseExpiresAt: expires, publicKey })
-    .onConflictDoUpdate({ target: stationReplicas.id, set: { leaseExpiresAt: expires, publicKey } });
+    .onConflictDoUpdate({ target: stationReplicas.id, set: { leaseExpiresAt: expires, publicKey } })
+    .returning({ now: sql<string>`now()::text` });
+  return row!.now;
 }
 
 // The live replica holding the station's socket, with the key a command to it is sealed to.
@@ -139,6 +142,36 @@ export async function releaseStations(db: Executor, releases: StationRelease[]):
     update station_connections c
        set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
     ${ofHeldRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })}`);
+}
+
+// The rows naming this replica connected that no claim of it stands behind any more: a release
+// whose write was lost, or a claim whose answer was (the station was refused and never opened a
+// socket). `held` are the claims of this replica whose TCP connections are still open, at their
+// epochs; `claiming` the stations whose claim statements were under way when `held` was read; and
+// only rows claimed a second before `before` (a time the database gave before `held` was read) are
+// looked at: a claim sent after that read commits later, so a login between its claim and its
+// socket opening is never released under it. The second absorbs the rows' millisecond rounding.
+// Bytewise comparison ("C") is the same equality and makes the anti-join's sorts cheap: ~30 ms for
+// 10,000 held stations, where the database's collation took twice that.
+export async function releaseUnheldStations(
+  db: Executor,
+  replicaId: string,
+  before: string,
+  held: Array<{ assetId: string; epoch: number }>,
+  claiming: string[],
+): Promise<string[]> {
+  const rows = await rowsOf<{ asset_id: string }>(
+    db,
+    sql`
+    update station_connections c
+       set replica_id = null, disconnected_at = now()
+     where c.replica_id = ${replicaId}
+       and c.connected_at < ${before}::timestamptz - interval '1 second'
+       and c.asset_id <> all(${sql.param(claiming)}::text[])
+       and not exists (select 1 from ${stationRows(held)} where r.asset_id = c.asset_id collate "C" and r.epoch = c.epoch)
+    returning c.asset_id`,
+  );
+  return rows.map((r) => r.asset_id);
 }
 
 export interface StationBoot {

@@ -56,6 +56,8 @@ describe('rotation against the database', () => {
             last.sent = command.password;
             return scripted;
           },
+          // The scripted station answers whenever its row says connected.
+          isConnected: async () => true,
         };
         const deps = { stations: port, callTimeoutMs: 1000, passwordHashParams: CHEAP_HASH };
         const first = await changeAssetPassword(db, deps, actor, { id: asset.id });

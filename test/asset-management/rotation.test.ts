@@ -7,6 +7,7 @@ import {
   acceptedCredentials,
   answerOutcome,
   decideRequest,
+  stateAfterAnswer,
   step,
   type RotationState,
   type Slots,
@@ -157,6 +158,22 @@ describe('rotation state machine', () => {
     [{ kind: 'notSent' }, 'NOT_SENT'],
   ] as const)('answer %j is %s', (answer, outcome) => {
     expect(answerOutcome(answer)).toBe(outcome);
+  });
+
+  it('a command with no socket to go to (the row said connected, no replica had the station) is a refusal, or with force the forced change', () => {
+    expect(stateAfterAnswer('NOT_SENT', false)).toBe('REJECTED');
+    expect(stateAfterAnswer('NOT_SENT', true)).toBe('FORCED');
+    for (const force of [false, true]) {
+      expect(stateAfterAnswer('ACCEPTED', force)).toBe('ACCEPTED');
+      expect(stateAfterAnswer('REJECTED', force)).toBe('REJECTED');
+      expect(stateAfterAnswer('UNCONFIRMED', force)).toBe('UNCONFIRMED');
+    }
+    const start: Slots<string> = { active: 'old', pending: null, replaced: null, rotation: null };
+    const sent = (force: boolean) => step(start, { type: 'request', id: 'r1', credential: 'new', reach: 'connected', force }).slots;
+    const forced = step(sent(true), { type: 'answer', id: 'r1', answer: { kind: 'notSent' } }).slots;
+    expect(forced).toMatchObject({ active: 'new', pending: null, replaced: 'old', rotation: { state: 'FORCED' } });
+    const refused = step(sent(false), { type: 'answer', id: 'r1', answer: { kind: 'notSent' } }).slots;
+    expect(refused).toMatchObject({ active: 'old', pending: null, rotation: { state: 'REJECTED' } });
   });
 
   it('an unconfirmed rotation is resolved by the next login: the new credential makes it the only one, the old one discards the new', () => {

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ID_PATTERN } from '../../src/asset-management/asset-management-schemas.js';
 import { readCredentials } from '../../src/stations/ocpp-adapter.js';
-import { forwardedOverTls, ocppIdentity, profileProblem, stationTimings } from '../../src/stations/station-rules.js';
+import { forwardedOverTls, ocppIdentity, profileProblem, releaseRetryDelayMs, stationTimings } from '../../src/stations/station-rules.js';
 import { loadConfig } from '../../src/config.js';
 
 describe('profileProblem', () => {
@@ -82,5 +82,19 @@ describe('stationTimings', () => {
       expect(seenFlushMs).toBeLessThanOrEqual(Math.min(1000, renewMs));
       expect(renewMs * 3).toBeLessThanOrEqual(leaseSeconds * 1000);
     }
+  });
+});
+
+describe('releaseRetryDelayMs', () => {
+  it('starts at 0.5 s and doubles up to 5 s, never more: the first retries fit in the 5 s a disconnect has to read false', () => {
+    expect([1, 2, 3, 4, 5, 6].map(releaseRetryDelayMs)).toEqual([500, 1000, 2000, 4000, 5000, 5000]);
+    // Two failed writes (each taking a moment) and the third lands 1.5 s after the first.
+    expect(releaseRetryDelayMs(1) + releaseRetryDelayMs(2)).toBeLessThan(5000);
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1_000_000 }), (failures) => {
+        const delay = releaseRetryDelayMs(failures);
+        return delay >= 500 && delay <= 5000 && delay >= releaseRetryDelayMs(Math.max(1, failures - 1));
+      }),
+    );
   });
 });
