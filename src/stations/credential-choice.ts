@@ -33,7 +33,8 @@ export function chooseSlowCheck<C extends SlowCandidate>(
   const accepting = candidates.filter((c) => c.slot !== 'replaced');
   const replaced = replacedAllowed ? candidates.filter((c) => c.slot === 'replaced') : [];
   if (tried === undefined || tried.size === 0) {
-    const check = accepting.length > 0 ? accepting[Math.min(accepting.length - 1, Math.floor(random() * accepting.length))] : replaced[0];
+    const drawn = Math.floor(random() * accepting.length);
+    const check = accepting.length > 0 ? accepting[drawn >= 0 && drawn < accepting.length ? drawn : 0] : replaced[0];
     return check && { check, restart: false };
   }
   const next = accepting.find((c) => !tried.has(c.id)) ?? replaced.find((c) => !tried.has(c.id));
@@ -65,7 +66,8 @@ export interface LoginMemory {
 }
 
 export function createLoginMemory(limits: LoginMemoryLimits, perf?: { now(): number }): LoginMemory {
-  const clock = perf ? { perf } : {};
+  // Ages are read from the clock at every look-up (no cached time between look-ups).
+  const clock = { ttlResolution: 0, ...(perf ? { perf } : {}) };
   const tried = new LRUCache<string, Set<string>>({ max: limits.entries, ttl: limits.rememberMs, ...clock });
   const replacedChecked = new LRUCache<string, true>({ max: limits.entries, ttl: limits.replacedCheckEveryMs, ...clock });
   // Identities match ID_PATTERN, which has no newline.

@@ -48,12 +48,14 @@ export function createLoginGate(limits: Partial<LoginLimits> = {}, events: { onT
         case 'hashWaitTimeout':
           events.onHashTimeout?.();
           return { status: 503, reason: 'no password check was free within the wait bound', retryAfterSeconds };
+        // Both count against the address like a refusal: otherwise many addresses trying one
+        // identity would each cost a database read for ever, never throttled. A real station
+        // retries far slower than the throttle's refill, so these never throttle it.
         case 'duplicate':
-          // The station races itself: that counts against its address like a refusal.
           throttle.refused(address);
           return { status: 503, reason: 'another login of this station from this address is being checked', retryAfterSeconds };
         case 'identityBusy':
-          // Not this address's doing: many addresses trying one identity take one place between them.
+          throttle.refused(address);
           return { status: 503, reason: 'another login of this station is being checked', retryAfterSeconds };
         case 'queueFull':
           return { status: 503, reason: 'the password check queue is full', retryAfterSeconds };
