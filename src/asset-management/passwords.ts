@@ -210,8 +210,7 @@ export async function hashAssetPassword(
 
 // Every scheme but HMAC costs a slow hash (tens of milliseconds of CPU) to verify.
 export function isSlowHash(encoded: string): boolean {
-  const scheme = passwordScheme(encoded);
-  return scheme !== null && scheme !== 'hmac-sha256';
+  return ![null, 'hmac-sha256'].includes(passwordScheme(encoded));
 }
 
 export async function verifyPassword(password: string, encoded: string, run: HashRunner = passwordHashQueue): Promise<boolean> {
@@ -289,20 +288,18 @@ export function stationPasswordText(version: OcppVersion, raw: Buffer): string |
   return HEX_TEXT.test(text) ? text.toLowerCase() : null;
 }
 
-// The texts a station's password bytes are compared as against one stored hash: none when they
-// cannot be a password of that version, usually one, and two for a 1.6 key stored by the plain
-// `scrypt` scheme before hex text was normalised (it may carry upper case: the upper-case text is
-// tried too, for assets whose key nobody has changed since). Each text against a slow hash is one
-// slow hash run: a station login chooses which to run (stations/station-credential.ts).
+// The texts a station's password is compared as against one stored hash: none when it cannot be a
+// password of that version, else one; two for a 1.6 key stored by plain `scrypt` before hex text
+// was normalised (it may carry upper case). Against a slow hash each text is one slow run, and a
+// station login chooses which one to run (stations/station-credential.ts).
 export function stationPasswordTexts(version: OcppVersion, raw: Buffer, encoded: string): string[] {
   const text = stationPasswordText(version, raw);
-  if (text === null || passwordScheme(encoded) === null) return [];
-  const upper = text.toUpperCase();
-  return version === '1.6' && passwordScheme(encoded) === 'scrypt' && upper !== text ? [text, upper] : [text];
+  const scheme = passwordScheme(encoded);
+  if (text === null || scheme === null) return [];
+  return version === '1.6' && scheme === 'scrypt' && text.toUpperCase() !== text ? [text, text.toUpperCase()] : [text];
 }
 
-// Whether the station's password matches the hash in any of its readings: every run goes through
-// the bounded hashing queue, one after the other.
+// Whether any reading matches: every run through the bounded hashing queue, one after the other.
 export async function verifyStationPassword(version: OcppVersion, raw: Buffer, encoded: string): Promise<boolean> {
   for (const text of stationPasswordTexts(version, raw, encoded)) if (await verifyPassword(text, encoded)) return true;
   return false;
