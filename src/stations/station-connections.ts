@@ -175,7 +175,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     if (credentials.kind === 'malformed') return refused(401, 'malformed Authorization header');
     if (credentials.kind === 'other-user') return refused(401, 'username is not the identity');
     if (asset.passwordHash === null) return refused(401, 'asset has no password');
-    // At most one slow hash, waiting its turn in the fair queue for a bounded time (contract §9);
+    // At most one slow hash, waiting its turn in the fair queue for a bounded time;
     // none for a station that hung up before its turn.
     const hungUp = () => request.socket.destroyed;
     const context = { log, onReplacedLogin: options.onReplacedLogin, abandoned: hungUp, address, hashQueue: gate.hashQueue, memory: gate.memory };

@@ -1,4 +1,4 @@
-// Station logins are fair and bounded (contract §9): refused logins are throttled per address
+// Station logins are fair and bounded: refused logins are throttled per address
 // before any hash, a login waits a bounded time for its hash, logins refused for one identity or
 // from one address never delay another identity's from another address, and a refused login costs
 // at most one slow hash. Stations are ocpp-rpc's RPCClient or raw upgrade requests, bound to other
