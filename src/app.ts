@@ -23,6 +23,7 @@ import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
 import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
 import type { Argon2Params } from './asset-management/passwords.js';
 import stationsPlugin from './stations/stations-plugin.js';
+import type { LoginLimits } from './stations/login-gate.js';
 
 export interface BuildOptions {
   // Tests hand in a fresh database; production opens the one the config names.
@@ -32,6 +33,8 @@ export interface BuildOptions {
   passwordHashParams?: Argon2Params;
   // The clock idempotency keys are claimed and expire by; tests move it past a key's lifetime.
   clock?: () => Date;
+  // Other numbers for the station login throttle and queue; production keeps LOGIN_LIMITS.
+  stationLoginLimits?: Partial<LoginLimits>;
 }
 
 export interface AppServices {
@@ -139,7 +142,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams });
-  await app.register(stationsPlugin);
+  await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
 
   return app;
 }

@@ -18,12 +18,9 @@ export function hashConcurrency(cores: number): number {
 
 export const HASH_CONCURRENCY = hashConcurrency(availableParallelism());
 
-// The one queue every scrypt run of the process goes through: hashing a new password and
-// verifying one alike (station logins too), so a burst of either waits instead of spreading.
-// Nothing is refused for a long queue (contract §4 has no status for it): callers wait.
+// The one queue every slow hash of the process goes through: hashing a new password and verifying
+// one alike (station logins too), so a burst of either waits instead of spreading. Nothing is
+// refused for a long queue here: API callers wait. Station logins wait in a fair queue of their own
+// first (stations/login-hash-queue.ts), with a bound on the wait, and hold at most HASH_CONCURRENCY
+// places here, so a password change waits behind at most one round of them.
 export const passwordHashQueue: LimitFunction = pLimit(HASH_CONCURRENCY);
-
-// Station logins checked with scrypt wait here first, and at most HASH_CONCURRENCY of them are in
-// the queue above at once: a reconnect storm of a thousand stations queues here, and a password
-// change from the API waits behind at most one round of them (~100 ms), never behind the storm.
-export const stationLoginQueue: LimitFunction = pLimit(HASH_CONCURRENCY);

@@ -2,7 +2,12 @@ import { createHmac, randomBytes, randomInt, scrypt, timingSafeEqual, type Binar
 import argon2 from 'argon2';
 // A type only, erased at run time: this file of rules loads nothing of the database.
 import type { OcppVersion } from './asset-management-tables.js';
-import { passwordHashQueue, stationLoginQueue } from './password-hash-queue.js';
+import { passwordHashQueue } from './password-hash-queue.js';
+
+// Where a slow hash runs: the process's bounded hashing queue (the default), or at once, for a
+// caller that already holds a turn in that queue (a station login's turn, login-hash-queue.ts).
+export type HashRunner = <T>(task: () => Promise<T>) => Promise<T>;
+export const RUN_NOW: HashRunner = (task) => task();
 
 // OCPP 2.0.1 passwordString (A00.FR.205): exactly these 71 characters.
 const OCPP201_ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789*-_=:+|@.';
@@ -84,13 +89,13 @@ function scryptParamsValid(N: number, r: number, p: number): boolean {
   );
 }
 
-function scryptAsync(password: BinaryLike, salt: Buffer, keyLength: number, N: number, r: number, p: number): Promise<Buffer> {
+function scryptAsync(password: BinaryLike, salt: Buffer, keyLength: number, N: number, r: number, p: number, run: HashRunner = passwordHashQueue): Promise<Buffer> {
   // Node's default maxmem (32 MiB) is just under what N=2^15, r=8 needs, so it would throw;
   // OpenSSL needs about 128*r*(N+p+2) bytes and this allows twice that.
   const options: ScryptOptions = { N, r, p, maxmem: 2 * 128 * r * (N + p + 2) };
   // The callback form runs on the libuv pool; scryptSync would stall every request for ~100 ms.
   // The queue bounds how many run at once (see password-hash-queue.ts).
-  return passwordHashQueue(
+  return run(
     () =>
       new Promise<Buffer>((resolve, reject) => {
         scrypt(password, salt, keyLength, options, (err, key) => (err ? reject(err) : resolve(key)));
@@ -125,10 +130,10 @@ function argon2ParamsValid(m: number, t: number, p: number): boolean {
   );
 }
 
-function argon2Async(password: string, salt: Buffer, params: Omit<Argon2Params, 'saltLength'>): Promise<Buffer> {
+function argon2Async(password: string, salt: Buffer, params: Omit<Argon2Params, 'saltLength'>, run: HashRunner = passwordHashQueue): Promise<Buffer> {
   // The library runs the hash on the libuv pool, off the event loop; the queue bounds how many
   // run at once (password-hash-queue.ts).
-  return passwordHashQueue(() =>
+  return run(() =>
     argon2.hash(password, {
       type: argon2.argon2id,
       raw: true,
@@ -203,19 +208,24 @@ export async function hashAssetPassword(
   return version === '1.6' ? `argon2id-hex${encoded.slice('argon2id'.length)}` : encoded;
 }
 
-export async function verifyPassword(password: string, encoded: string): Promise<boolean> {
+// Every scheme but HMAC costs a slow hash (tens of milliseconds of CPU) to verify.
+export function isSlowHash(encoded: string): boolean {
+  return ![null, 'hmac-sha256'].includes(passwordScheme(encoded));
+}
+
+export async function verifyPassword(password: string, encoded: string, run: HashRunner = passwordHashQueue): Promise<boolean> {
   if (typeof password !== 'string' || typeof encoded !== 'string') return false;
   switch (passwordScheme(encoded)) {
     case 'hmac-sha256':
       return verifyHmac(password, encoded);
     case 'argon2id':
-      return verifySlow(ARGON2ID, password, encoded);
+      return verifySlow(ARGON2ID, password, encoded, run);
     case 'argon2id-hex':
-      return verifySlow(ARGON2ID, password.toLowerCase(), `argon2id${encoded.slice('argon2id-hex'.length)}`);
+      return verifySlow(ARGON2ID, password.toLowerCase(), `argon2id${encoded.slice('argon2id-hex'.length)}`, run);
     case 'scrypt':
-      return verifySlow(SCRYPT, password, encoded);
+      return verifySlow(SCRYPT, password, encoded, run);
     case 'scrypt-hex':
-      return verifySlow(SCRYPT, password.toLowerCase(), `scrypt${encoded.slice('scrypt-hex'.length)}`);
+      return verifySlow(SCRYPT, password.toLowerCase(), `scrypt${encoded.slice('scrypt-hex'.length)}`, run);
     default:
       return false;
   }
@@ -226,18 +236,18 @@ export async function verifyPassword(password: string, encoded: string): Promise
 interface SlowScheme {
   pattern: RegExp;
   valid(a: number, b: number, c: number): boolean;
-  derive(password: string, salt: Buffer, keyLength: number, a: number, b: number, c: number): Promise<Buffer>;
+  derive(password: string, salt: Buffer, keyLength: number, a: number, b: number, c: number, run: HashRunner): Promise<Buffer>;
 }
 
 const ARGON2ID: SlowScheme = {
   pattern: ARGON2_PATTERN,
   valid: argon2ParamsValid,
-  derive: (password, salt, hashLength, memoryKiB, iterations, parallelism) => argon2Async(password, salt, { memoryKiB, iterations, parallelism, hashLength }),
+  derive: (password, salt, hashLength, memoryKiB, iterations, parallelism, run) => argon2Async(password, salt, { memoryKiB, iterations, parallelism, hashLength }, run),
 };
 
 const SCRYPT: SlowScheme = { pattern: SCRYPT_PATTERN, valid: scryptParamsValid, derive: scryptAsync };
 
-async function verifySlow(scheme: SlowScheme, password: string, encoded: string): Promise<boolean> {
+async function verifySlow(scheme: SlowScheme, password: string, encoded: string, run: HashRunner): Promise<boolean> {
   const match = scheme.pattern.exec(encoded);
   if (!match) return false;
   const [a, b, c] = [match[1], match[2], match[3]].map(Number) as [number, number, number];
@@ -245,7 +255,7 @@ async function verifySlow(scheme: SlowScheme, password: string, encoded: string)
   const salt = strictBase64(match[4]!);
   const expected = strictBase64(match[5]!);
   if (!salt || !expected || salt.length < 8 || expected.length < 16 || expected.length > 128) return false;
-  const actual = await scheme.derive(password, salt, expected.length, a, b, c);
+  const actual = await scheme.derive(password, salt, expected.length, a, b, c, run);
   // Same length by construction, which timingSafeEqual requires.
   return timingSafeEqual(actual, expected);
 }
@@ -278,20 +288,19 @@ export function stationPasswordText(version: OcppVersion, raw: Buffer): string |
   return HEX_TEXT.test(text) ? text.toLowerCase() : null;
 }
 
-// A station login: one hash run, except for a 1.6 key stored by the plain `scrypt` scheme before
-// hex text was normalised, which may carry upper case: that is tried too (and is the only case
-// with two runs, for assets whose key nobody has changed since). A login whose station hung up
-// while it waited (`abandoned`) is not hashed when its turn comes: stations that give up and retry
-// would otherwise pay for every attempt they walked away from, and the queue outgrow the hashing.
-export async function verifyStationPassword(version: OcppVersion, raw: Buffer, encoded: string, abandoned: () => boolean = () => false): Promise<boolean> {
+// The texts a station's password is compared as against one stored hash: none when it cannot be a
+// password of that version, else one; two for a 1.6 key stored by plain `scrypt` before hex text
+// was normalised (it may carry upper case). Against a slow hash each text is one slow run, and a
+// station login chooses which one to run (stations/station-credential.ts).
+export function stationPasswordTexts(version: OcppVersion, raw: Buffer, encoded: string): string[] {
   const text = stationPasswordText(version, raw);
   const scheme = passwordScheme(encoded);
-  if (text === null || scheme === null) return false;
-  if (scheme === 'hmac-sha256') return verifyPassword(text, encoded);
-  return stationLoginQueue(async () => {
-    if (abandoned()) return false;
-    if (await verifyPassword(text, encoded)) return true;
-    const upper = text.toUpperCase();
-    return version === '1.6' && scheme === 'scrypt' && upper !== text && verifyPassword(upper, encoded);
-  });
+  if (text === null || scheme === null) return [];
+  return version === '1.6' && scheme === 'scrypt' && text.toUpperCase() !== text ? [text, text.toUpperCase()] : [text];
+}
+
+// Whether any reading matches: every run through the bounded hashing queue, one after the other.
+export async function verifyStationPassword(version: OcppVersion, raw: Buffer, encoded: string): Promise<boolean> {
+  for (const text of stationPasswordTexts(version, raw, encoded)) if (await verifyPassword(text, encoded)) return true;
+  return false;
 }

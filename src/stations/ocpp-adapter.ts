@@ -2,7 +2,7 @@
 // per-station bounds into it: framing, schema validation (strict mode, the official JSON schemas
 // of each version), CALLERRORs and WebSocket pings. The rest of the service speaks in identities,
 // methods and params.
-import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import ocppRpc from 'ocpp-rpc';
 import { boundStation, handshakeProblem, refuseHandshake, type LibraryClient } from './ocpp-bounds.js';
@@ -29,7 +29,8 @@ export interface UpgradeRequest {
   offeredProtocols: ReadonlySet<string>;
 }
 
-export type UpgradeDecision<S> = { accept: true; protocol: OcppProtocol; session: S } | { accept: false; status: 401 | 404 | 503 };
+// A refusal may say when to try again (Retry-After, in seconds): 429 and 503 do.
+export type UpgradeDecision<S> = { accept: true; protocol: OcppProtocol; session: S } | { accept: false; status: 401 | 404 | 429 | 503; retryAfterSeconds?: number };
 
 export type CallHandler = (params: unknown) => unknown | Promise<unknown>;
 
@@ -102,6 +103,11 @@ export function readCredentials(header: string | undefined, identity: string): C
   return { kind: 'basic', password: decoded.subarray(prefix.length) };
 }
 
+function refuseWithRetryAfter(socket: Duplex, status: number, retryAfterSeconds: number): void {
+  if (!socket.writable) return;
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nRetry-After: ${retryAfterSeconds}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+}
+
 function toCallError(error: unknown): OcppCallError {
   if (error instanceof OcppCallError) return error;
   const e = error as { rpcErrorCode?: unknown; message?: unknown; name?: unknown };
@@ -135,7 +141,10 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
         offeredProtocols: handshake.protocols,
       });
       if (!decision.accept) {
-        // The status's own reason phrase only: nothing about which check failed.
+        // The status's own reason phrase only: nothing about which check failed. The library's
+        // reject writes no headers of ours, so an answer with Retry-After is written here; the
+        // reject after it finds the socket ended and only settles the handshake.
+        if (decision.retryAfterSeconds !== undefined) refuseWithRetryAfter(request.socket, decision.status, decision.retryAfterSeconds);
         reject(decision.status, '');
         return;
       }

@@ -8,13 +8,15 @@ import pLimit from 'p-limit';
 import { loggableError, sql, type Db } from '../db/database.js';
 import { newId } from '../ids.js';
 import { ID_PATTERN } from '../asset-management/asset-management-schemas.js';
-import { verifyStationPassword } from '../asset-management/passwords.js';
-import { recordReplacedLogin, recordStationLogin, type StationCommandPort } from '../asset-management/password-rotation-service.js';
-import { afterLogin, loginSlots, reportsReplacedLogin, type Slot, type StationAnswer } from '../asset-management/rotation.js';
+import type { StationCommandPort } from '../asset-management/password-rotation-service.js';
+import type { StationAnswer } from '../asset-management/rotation.js';
 import { createInProcessBus, createPgCommandBus, type CommandBus, type PasswordCommand } from './command-bus.js';
 import { makeReplicaKeys } from './sealed-box.js';
 import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
 import { forwardedOverTls, ocppIdentity, passwordCommandStatus, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
+import { checkStationCredential } from './station-credential.js';
+import { createLoginGate, type LoginLimits } from './login-gate.js';
+import { loginAddress } from './login-throttle.js';
 import { createBatcher } from '../batching.js';
 import { MAX_CONNECTOR_STATUSES } from './station-bounds.js';
 import { createConnectionHealing } from './connection-healing.js';
@@ -35,7 +37,6 @@ import {
   type StationBoot,
   type StationClaim,
   type StationConnectorStatus,
-  type StationLoginRow,
   type StationRelease,
 } from './stations-repository.js';
 
@@ -54,6 +55,12 @@ export interface StationConnectionsOptions {
   connectionString?: string | undefined;
   // A station tried the password its latest rotation replaced (counted in /metrics).
   onReplacedLogin?: () => void;
+  // A login refused with 429 by the address throttle, and one refused with 503 because no slow
+  // hash was free within the wait bound (counted in /metrics).
+  onLoginThrottled?: () => void;
+  onLoginHashTimeout?: () => void;
+  // The login throttle's and queue's numbers (login-gate.ts); tests change them.
+  loginLimits?: Partial<LoginLimits> | undefined;
 }
 
 interface Session {
@@ -82,47 +89,13 @@ export interface StationConnections extends StationCommandPort {
   // Sends a command to a station connected to this replica.
   call(identity: string, method: string, params: unknown, timeoutMs: number): Promise<unknown>;
   isHeld(identity: string): boolean;
+  // Logins waiting for a slow password hash, and those hashing now.
+  readonly loginQueue: { readonly waiting: number; readonly running: number };
   close(): Promise<void>;
 }
 
 function text(value: unknown): string | null {
   return typeof value === 'string' ? value : null;
-}
-
-// Which credential slot a station's password matches, with what a login does to the rotation: an
-// unconfirmed one ends with the credential used (rotation.ts). 'replaced' is the credential the
-// latest switch retired: refused (A01.FR.03), and reported.
-export async function checkStationCredential(
-  db: Db,
-  asset: StationLoginRow,
-  password: Buffer,
-  report: { log: FastifyBaseLogger; onReplacedLogin?: (() => void) | undefined; abandoned?: (() => boolean) | undefined },
-): Promise<Slot | 'replaced' | null> {
-  if (asset.passwordHash === null) return null;
-  // One hash per slot tried, through the bounded queue when it is scrypt (contract §9): one
-  // slot, or two while a rotation is open.
-  let matched: Slot | undefined;
-  for (const slot of loginSlots(asset.rotationState)) {
-    const hash = slot === 'active' ? asset.passwordHash : asset.pendingPasswordHash;
-    if (hash !== null && (await verifyStationPassword(asset.ocppVersion, password, hash, report.abandoned))) {
-      matched = slot;
-      break;
-    }
-  }
-  if (!matched) {
-    const replaced = asset.replacedPasswordHash;
-    if (!reportsReplacedLogin(asset.rotationState) || replaced === null || !(await verifyStationPassword(asset.ocppVersion, password, replaced, report.abandoned))) return null;
-    // The station most likely acknowledged the change and kept the old password: loud, so an
-    // operator can configure the station or force a change.
-    report.log.warn({ station: asset.id, rotation: asset.rotationId }, 'station keeps using the password its latest rotation replaced; refused');
-    report.onReplacedLogin?.();
-    await recordReplacedLogin(db, asset.id).catch((error: unknown) =>
-      report.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'),
-    );
-    return 'replaced';
-  }
-  if (afterLogin(asset.rotationState, asset.deadlinePassed, matched) !== null) await recordStationLogin(db, asset.id, matched);
-  return matched;
 }
 
 // How many of the stations' statements (login, claim, boot, connector status, release) may be in
@@ -178,32 +151,47 @@ export function createStationConnections(options: StationConnectionsOptions): St
   let closing = false;
   const { renewMs, seenWriteMs, seenFlushMs } = stationTimings(options.leaseSeconds);
 
-  function refuse(identity: string, status: 401 | 404 | 503, reason: string): UpgradeDecision<Session> {
+  const gate = createLoginGate(options.loginLimits, { onThrottled: options.onLoginThrottled, onHashTimeout: options.onLoginHashTimeout });
+
+  function refuse(identity: string, status: 401 | 404 | 429 | 503, reason: string, retryAfterSeconds?: number): UpgradeDecision<Session> {
     // The station learns the status only; the log says why, never with the password.
     log.info({ station: identity, status, reason }, 'station login refused');
-    return { accept: false, status };
+    return { accept: false, status, ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }) };
   }
 
   async function authenticate(upgrade: UpgradeRequest): Promise<UpgradeDecision<Session>> {
     const { identity, request, credentials } = upgrade;
     if (closing) return refuse(identity, 503, 'shutting down');
+    // Before the database and any hash: an address with too many refused logins waits.
+    const address = loginAddress(request, options.trustProxy);
+    const throttled = gate.admit(address);
+    if (throttled) return refuse(identity, throttled.status, throttled.reason, throttled.retryAfterSeconds);
+    const refused = (status: 401 | 404, reason: string) => {
+      gate.refused(address);
+      return refuse(identity, status, reason);
+    };
     // Before any hash: an unknown identity costs one indexed read and nothing else.
     const asset = await logins.push(identity);
-    if (!asset) return refuse(identity, 404, 'unknown identity');
+    if (!asset) return refused(404, 'unknown identity');
     const overTls = (request.socket as TLSSocket).encrypted === true || (options.trustProxy && forwardedOverTls(request.headers));
     const problem = profileProblem(asset.securityProfile, options.minSecurityProfile, overTls);
-    if (problem) return refuse(identity, 401, problem);
-    if (credentials.kind === 'none') return refuse(identity, 401, 'no credentials');
-    if (credentials.kind === 'malformed') return refuse(identity, 401, 'malformed Authorization header');
-    if (credentials.kind === 'other-user') return refuse(identity, 401, 'username is not the identity');
-    if (asset.passwordHash === null) return refuse(identity, 401, 'asset has no password');
-    // At most one hash per slot tried, through the bounded queue when it is scrypt (contract §9);
+    if (problem) return refused(401, problem);
+    if (credentials.kind === 'none') return refused(401, 'no credentials');
+    if (credentials.kind === 'malformed') return refused(401, 'malformed Authorization header');
+    if (credentials.kind === 'other-user') return refused(401, 'username is not the identity');
+    if (asset.passwordHash === null) return refused(401, 'asset has no password');
+    // At most one slow hash, waiting its turn in the fair queue for a bounded time;
     // none for a station that hung up before its turn.
     const hungUp = () => request.socket.destroyed;
-    const matched = await checkStationCredential(db, asset, credentials.password, { log, onReplacedLogin: options.onReplacedLogin, abandoned: hungUp });
-    if (hungUp()) return refuse(identity, 401, 'hung up before the login completed');
-    if (matched === 'replaced') return refuse(identity, 401, 'password replaced by the latest rotation');
-    if (matched === null) return refuse(identity, 401, 'wrong password');
+    const context = { log, onReplacedLogin: options.onReplacedLogin, abandoned: hungUp, address, hashQueue: gate.hashQueue, memory: gate.memory };
+    const matched = await checkStationCredential(db, asset, credentials.password, context);
+    if (hungUp() || matched === 'abandoned') return refuse(identity, 401, 'hung up before the login completed');
+    if (matched === 'replaced') return refused(401, 'password replaced by the latest rotation');
+    if (matched === null) return refused(401, 'wrong password');
+    if (matched !== 'active' && matched !== 'pending') {
+      const answer = gate.deferred(matched, address);
+      return refuse(identity, answer.status, answer.reason, answer.retryAfterSeconds);
+    }
     const protocol = PROTOCOL[asset.ocppVersion];
     if (!upgrade.offeredProtocols.has(protocol)) {
       log.info({ station: identity, protocol }, 'station did not offer its subprotocol; closing');
@@ -435,6 +423,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     },
     isConnected: (assetId, deadline) => stationConnected({ db, replicaId, bus, holdsHere: (id) => held.has(id) }, assetId, deadline),
     isHeld: (identity) => held.has(identity),
+    loginQueue: gate.hashQueue,
     async close() {
       if (closing) return;
       closing = true;

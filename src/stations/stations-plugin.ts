@@ -1,7 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { createStationConnections, type StationConnections } from './station-connections.js';
+import type { LoginLimits } from './login-gate.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -12,11 +13,21 @@ declare module 'fastify' {
 // The OCPP-J endpoint on the service's own HTTP server (contract §8.1). buildApp never listens,
 // but the http.Server exists on the instance, so its upgrades are wired here; a TLS listener
 // (lifecycle.ts) hands its upgrades to the same `app.stations.handleUpgrade`.
-async function stationsPlugin(app: FastifyInstance): Promise<void> {
+async function stationsPlugin(app: FastifyInstance, opts: { loginLimits?: Partial<LoginLimits> | undefined }): Promise<void> {
   const { config, database } = app.services;
   const replacedLogins = new Counter({
     name: 'ocpp_replaced_password_logins_total',
     help: 'Station logins refused because they used the password the latest rotation replaced (the station acknowledged a change it did not apply)',
+    registers: [app.metrics],
+  });
+  const throttledLogins = new Counter({
+    name: 'ocpp_logins_throttled_total',
+    help: 'Station logins refused with 429 before the upgrade because their address had too many refused logins',
+    registers: [app.metrics],
+  });
+  const hashTimeouts = new Counter({
+    name: 'ocpp_login_hash_timeouts_total',
+    help: 'Station logins refused with 503 before the upgrade because no password check was free within the wait bound',
     registers: [app.metrics],
   });
   const stations = createStationConnections({
@@ -30,6 +41,17 @@ async function stationsPlugin(app: FastifyInstance): Promise<void> {
     databasePoolMax: config.database.poolMax,
     connectionString: database.connectionString,
     onReplacedLogin: () => replacedLogins.inc(),
+    onLoginThrottled: () => throttledLogins.inc(),
+    onLoginHashTimeout: () => hashTimeouts.inc(),
+    loginLimits: opts.loginLimits,
+  });
+  new Gauge({
+    name: 'ocpp_login_hash_queue_waiting',
+    help: 'Station logins waiting for a slow password hash',
+    registers: [app.metrics],
+    collect() {
+      this.set(stations.loginQueue.waiting);
+    },
   });
   await stations.start();
   app.decorate('stations', stations);

@@ -2,9 +2,9 @@
 // hashing and verification alike, takes its turn in one queue.
 import { availableParallelism } from 'node:os';
 import { setImmediate as tick } from 'node:timers/promises';
-import { describe, expect, it, vi } from 'vitest';
-import { HASH_CONCURRENCY, hashConcurrency, passwordHashQueue, stationLoginQueue } from '../../src/asset-management/password-hash-queue.js';
-import { hashScryptPassword, hashSuppliedPassword, verifyPassword, verifyStationPassword } from '../../src/asset-management/passwords.js';
+import { describe, expect, it } from 'vitest';
+import { HASH_CONCURRENCY, hashConcurrency, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
+import { hashScryptPassword, hashSuppliedPassword, verifyPassword } from '../../src/asset-management/passwords.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 // A task that holds its place in the queue until released.
@@ -87,31 +87,5 @@ describe('the password hashing queue', () => {
     expect(passwordHashQueue.pendingCount).toBe(0);
     for (const g of holders) g.open();
     await Promise.all(held);
-  });
-});
-
-describe('station logins', () => {
-  it('a storm of slow-hash logins waits in its own queue: a password change joins the hashing queue behind at most one round of them', async () => {
-    const password = 'Storm-Password-123456';
-    const encoded = await hashSuppliedPassword(password, CHEAP_HASH);
-    // The hashing queue is held first, so where each call waits is counted before any hash runs.
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const blockers = Array.from({ length: HASH_CONCURRENCY }, () => passwordHashQueue(() => held));
-    const storm = Array.from({ length: HASH_CONCURRENCY * 5 }, (_, i) => verifyStationPassword('2.0.1', Buffer.from(i === 0 ? password : `${password}${i}`), encoded));
-    await vi.waitFor(() => expect(passwordHashQueue.pendingCount).toBe(HASH_CONCURRENCY), { interval: 1 });
-    // One round of logins waits for the hashing queue; the rest of the storm waits in its own.
-    expect(stationLoginQueue.activeCount).toBe(HASH_CONCURRENCY);
-    expect(stationLoginQueue.pendingCount).toBe(HASH_CONCURRENCY * 4);
-    const change = hashSuppliedPassword('Api-Change-Password-1', CHEAP_HASH);
-    await tick();
-    // Ahead of the change: that one round of logins, never the rest of the storm.
-    expect(passwordHashQueue.pendingCount).toBe(HASH_CONCURRENCY + 1);
-    release();
-    await Promise.all(blockers);
-    await change;
-    const results = await Promise.all(storm);
-    expect(results.filter(Boolean)).toHaveLength(1);
-    expect(results[0]).toBe(true);
   });
 });

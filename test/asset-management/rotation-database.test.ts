@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { changeAssetPassword, type StationCommandPort } from '../../src/asset-management/password-rotation-service.js';
 import { verifyPassword } from '../../src/asset-management/passwords.js';
 import { loginSlots, type StationAnswer } from '../../src/asset-management/rotation.js';
-import { checkStationCredential } from '../../src/stations/station-connections.js';
+import { checkStationCredential } from '../../src/stations/station-credential.js';
 import { claimStations, findStationLogins, releaseStations } from '../../src/stations/stations-repository.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';

@@ -5,6 +5,7 @@ import { buildApp } from '../../src/app.js';
 import type { Argon2Params } from '../../src/asset-management/passwords.js';
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
+import type { LoginLimits } from '../../src/stations/login-gate.js';
 import { createTestDatabase } from './test-database.js';
 
 export interface TokenOptions {
@@ -35,6 +36,8 @@ export interface TestAppOptions {
   passwordHashParams?: Argon2Params;
   // The clock idempotency keys live by (default: the real one).
   clock?: () => Date;
+  // The station login throttle's and queue's numbers (default: production's).
+  stationLoginLimits?: Partial<LoginLimits>;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -58,7 +61,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock });
+  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits });
   await options.routes?.(app);
   await app.ready();
   return {
