@@ -50,17 +50,22 @@ interface Allowance {
 }
 
 export interface LoginThrottle {
-  // 0 when the address may try; otherwise the whole seconds until it may (Retry-After).
-  retryAfterSeconds(address: string): number;
-  // A login from the address was refused.
-  refused(address: string): void;
+  // Takes one of the address's allowance for a login about to be checked: 0 when taken, otherwise
+  // the whole seconds until one is free (Retry-After). Taken before the login runs, not counted
+  // after it was refused: logins sent together would otherwise all pass while the address still had
+  // one left, and the throttle would bound nothing but a client that waits for its answers.
+  take(address: string): number;
+  // Gives back what take() took, for a login that was not refused for its credentials (accepted,
+  // or turned away for reasons that are not the station's).
+  refund(address: string): void;
   // Addresses remembered now.
   readonly size: number;
 }
 
 // A token bucket per address: `refusalsBurst` tokens, one refilled every `refusalRefillMs`, one
-// taken by each refused login; an address without a token is throttled. An address whose bucket
-// has refilled is forgotten, so only addresses refused recently take memory.
+// taken by each login being checked and kept when it is refused; an address without a token is
+// throttled. An address whose bucket has refilled is forgotten, so only addresses refused (or
+// checking) recently take memory.
 export function createLoginThrottle(limits: LoginThrottleLimits, now: () => number = Date.now): LoginThrottle {
   const buckets = new LRUCache<string, Allowance>({ max: limits.trackedAddresses });
 
@@ -73,13 +78,18 @@ export function createLoginThrottle(limits: LoginThrottleLimits, now: () => numb
   }
 
   return {
-    retryAfterSeconds(address) {
-      const tokens = tokensOf(address, now());
-      return tokens >= 1 ? 0 : Math.max(1, Math.ceil(((1 - tokens) * limits.refusalRefillMs) / 1000));
-    },
-    refused(address) {
+    take(address) {
       const at = now();
-      buckets.set(address, { tokens: Math.max(0, tokensOf(address, at) - 1), at });
+      const tokens = tokensOf(address, at);
+      if (tokens < 1) return Math.max(1, Math.ceil(((1 - tokens) * limits.refusalRefillMs) / 1000));
+      buckets.set(address, { tokens: tokens - 1, at });
+      return 0;
+    },
+    refund(address) {
+      const at = now();
+      const tokens = Math.min(limits.refusalsBurst, tokensOf(address, at) + 1);
+      if (tokens >= limits.refusalsBurst) buckets.delete(address);
+      else buckets.set(address, { tokens, at });
     },
     get size() {
       return buckets.size;
