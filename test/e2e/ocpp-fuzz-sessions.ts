@@ -62,7 +62,7 @@ export const sessionArb: fc.Arbitrary<SessionSpec> = fc.oneof(
       kind: fc.constant('refused' as const),
       version: versionArb,
       how: fc.constantFrom('wrong-password', 'unknown-identity', 'other-user', 'no-credentials', 'malformed'),
-      junk: fc.string({ minLength: 1, maxLength: 30 }),
+      junk: fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 30 }),
     }),
   },
 );
