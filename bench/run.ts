@@ -926,8 +926,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 process.on('exit', () => killAllChildrenNow());
 
-// The "stations" group (npm run bench -- --stations) has a harness of its own: bench/stations.ts.
-if (process.argv.includes('--stations')) {
+// The "stations" group (npm run bench -- --stations, its abuse part alone with --abuse) has a
+// harness of its own: bench/stations.ts.
+if (process.argv.includes('--stations') || process.argv.includes('--abuse')) {
   await import('./stations.js');
 } else {
   main()

@@ -1,5 +1,6 @@
-// The "stations" group of `npm run bench` (`npm run bench -- --stations`): held connections and
-// reconnect storms against the compiled server, with the 100-ID payment list measured beside them.
+// The "stations" group of `npm run bench` (`npm run bench -- --stations`): held connections,
+// reconnect storms and abusive stations (bench/abuse.ts; alone with `--abuse`) against the
+// compiled server, with the 100-ID payment list measured beside them.
 // Figures, never pass/fail tests: the targets are printed next to them.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -9,6 +10,7 @@ import { sql } from 'drizzle-orm';
 import { RPCClient } from 'ocpp-rpc';
 import { generatePassword, hashAssetPassword, hashGeneratedPassword } from '../src/asset-management/passwords.js';
 import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments, sessionOf } from './database.js';
+import { runAbuseGroup } from './abuse.js';
 import { runLoad, type LoadResult } from './load.js';
 import { BENCH_DIR, ROOT_DIR } from './options.js';
 import { median } from './report.js';
@@ -24,20 +26,24 @@ interface StationsOptions {
   heldDurationSeconds: number;
   heartbeatSeconds: number;
   rotations: number;
+  // Only the abuse group (`--abuse`), and the length of each of its windows.
+  abuseOnly: boolean;
+  abuseWindowSeconds: number;
   build: boolean;
   out: string;
 }
 
 function parse(argv: string[]): StationsOptions {
   const quick = argv.includes('--quick');
+  const abuseOnly = argv.includes('--abuse');
   const value = (name: string, fallback: number) => {
     const i = argv.indexOf(name);
     return i >= 0 ? Number(argv[i + 1]) : fallback;
   };
   return {
-    held: value('--held', quick ? 1000 : 10_000),
-    storm: value('--storm', quick ? 200 : 2000),
-    stormSupplied: value('--storm-supplied', quick ? 50 : 2000),
+    held: value('--held', abuseOnly ? 0 : quick ? 1000 : 10_000),
+    storm: value('--storm', abuseOnly ? 0 : quick ? 200 : 2000),
+    stormSupplied: value('--storm-supplied', abuseOnly ? 0 : quick ? 50 : 2000),
     durationSeconds: value('--duration', quick ? 5 : 10),
     // An 8 s window's p99 swung from 1.0x to 2.3x between rounds of one run; five rounds of 15 s
     // gave medians of 1.43x and 1.44x on two Nodes (2026-11-25).
@@ -45,8 +51,10 @@ function parse(argv: string[]): StationsOptions {
     heldDurationSeconds: value('--held-duration', quick ? 5 : 15),
     heartbeatSeconds: value('--heartbeat', 5),
     rotations: value('--rotations', quick ? 200 : 1000),
+    abuseOnly,
+    abuseWindowSeconds: value('--abuse-duration', quick ? 5 : 15),
     build: !argv.includes('--no-build'),
-    out: join(BENCH_DIR, 'results', quick ? 'stations-quick.json' : 'stations-latest.json'),
+    out: join(BENCH_DIR, 'results', `stations${abuseOnly ? '-abuse' : ''}-${quick ? 'quick' : 'latest'}.json`),
   };
 }
 
@@ -190,6 +198,10 @@ async function main(): Promise<void> {
     const storm = await insertStations(database, 'CP-storm', options.storm, 'generated');
     const stormSupplied = await insertStations(database, 'CP-supplied', options.stormSupplied, 'supplied');
     const rotating = await insertStations(database, 'CP-rotate', 2, 'generated');
+    // The abuse group's: the flooding and the non-reading station, the other station whose logins
+    // are timed (generated and supplied password), the asset the wrong passwords are tried on.
+    const abusers = await insertStations(database, 'CP-abuse', 3, 'generated');
+    const abused = await insertStations(database, 'CP-abuse-supplied', 2, 'supplied');
     await database.close();
 
     // Every service process of the group starts alike; a second one (PostgreSQL) shares the database.
@@ -234,6 +246,32 @@ async function main(): Promise<void> {
         }),
       });
     const row = (name: string, r: LoadResult) => log(`  ${name.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} rps  p50 ${r.p50.toFixed(1)} ms  p99 ${r.p99.toFixed(1)} ms  non-2xx ${r.non2xx}  errors ${r.socketErrors}`);
+
+    const abuse = () =>
+      runAbuseGroup({
+        port,
+        restartService: async () => {
+          await stopChild(server!);
+          server = await startService('service', port);
+          return server.pid;
+        },
+        token,
+        windowSeconds: options.abuseWindowSeconds,
+        maxFloodCalls: options.abuseWindowSeconds * 10_000,
+        maxNonReaderMiB: options.abuseWindowSeconds * 16,
+        flood: abusers[0]!,
+        nonReader: abusers[1]!,
+        wrongPasswordTarget: abused[0]!,
+        probes: { hmac: abusers[2]!, argon2id: abused[1]! },
+        dir,
+        log,
+      });
+    if (options.abuseOnly) {
+      results.abuse = await abuse();
+      writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`);
+      log(`figures written to ${options.out}`);
+      return;
+    }
 
     // Every station heartbeats at least twice before anything is measured.
     const settleSeconds = Math.max(10, options.heartbeatSeconds * 2);
@@ -316,6 +354,7 @@ async function main(): Promise<void> {
       await stopChild(run.child);
       await sleep(3000);
     }
+    results.abuse = await abuse();
     Object.assign(results, {
       held: { warmUp: warmReady, rssBeforeMiB: rssBefore, rssHeldMiB: rssHeld, perConnectionKiB, holdingCores, rounds: pairs, listP99Ratio: heldRatio, aloneP99Ms: aloneP99 },
       storms,
