@@ -13,7 +13,7 @@ import type { StationAnswer } from '../asset-management/rotation.js';
 import { createInProcessBus, createPgCommandBus, type CommandBus, type PasswordCommand } from './command-bus.js';
 import { makeReplicaKeys } from './sealed-box.js';
 import { OcppCallError, createOcppEndpoint, type OcppProtocol, type StationSocket, type UpgradeDecision, type UpgradeRequest } from './ocpp-adapter.js';
-import { forwardedOverTls, ocppIdentity, passwordCommandStatus, profileProblem, stationTimings, type SecurityProfile } from './station-rules.js';
+import { forwardedOverTls, ocppIdentity, passwordCommandStatus, profileProblem, stationTimings, storableText as text, type SecurityProfile } from './station-rules.js';
 import { checkStationCredential } from './station-credential.js';
 import { createLoginGate, type LoginLimits } from './login-gate.js';
 import { loginAddress } from './login-throttle.js';
@@ -92,10 +92,6 @@ export interface StationConnections extends StationCommandPort {
   // Logins waiting for a slow password hash, and those hashing now.
   readonly loginQueue: { readonly waiting: number; readonly running: number };
   close(): Promise<void>;
-}
-
-function text(value: unknown): string | null {
-  return typeof value === 'string' ? value : null;
 }
 
 // How many of the stations' statements (login, claim, boot, connector status, release) may be in
@@ -278,8 +274,8 @@ export function createStationConnections(options: StationConnectionsOptions): St
       const p = params as Record<string, unknown>;
       const receivedAt = new Date().toISOString();
       const status = v16
-        ? { status: String(p.status), errorCode: String(p.errorCode), ...(typeof p.timestamp === 'string' ? { timestamp: p.timestamp } : {}), receivedAt }
-        : { status: String(p.connectorStatus), timestamp: String(p.timestamp), receivedAt };
+        ? { status: String(text(p.status)), errorCode: String(text(p.errorCode)), ...(typeof p.timestamp === 'string' ? { timestamp: text(p.timestamp)! } : {}), receivedAt }
+        : { status: String(text(p.connectorStatus)), timestamp: String(text(p.timestamp)), receivedAt };
       const key = v16 ? String(p.connectorId) : `${String(p.evseId)}/${String(p.connectorId)}`;
       if ((await statuses.push({ assetId, epoch, key, status })) === 'full') {
         // The station is answered as usual: it cannot do anything about it, an operator can.

@@ -77,3 +77,10 @@ export function passwordCommandStatus(protocol: 'ocpp1.6' | 'ocpp2.0.1', answer:
 export function releaseRetryDelayMs(failures: number): number {
   return Math.min(5000, 500 * 2 ** Math.min(Math.max(failures - 1, 0), 4));
 }
+
+// A string a station sent, as it can be stored: PostgreSQL's text and jsonb cannot hold NUL, and
+// a schema-valid BootNotification may carry one. Refused by the database, the statement failed
+// and took every station batched with it; each NUL becomes U+FFFD instead, the rest is kept.
+export function storableText(value: unknown): string | null {
+  return typeof value === 'string' ? value.replaceAll('\u0000', '\uFFFD') : null;
+}

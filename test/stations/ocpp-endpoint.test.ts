@@ -53,6 +53,21 @@ const BOOT_201 = {
 const BOOT_16 = { chargePointVendor: 'ABB', chargePointModel: 'Terra AC', chargePointSerialNumber: 'SN-16', firmwareVersion: '1.8.2' };
 
 describe('OCPP 2.0.1 station', () => {
+  it('a BootNotification with NUL characters is Accepted and stored with U+FFFD in their place; a station booting in the same batch is not hurt by it', async () => {
+    const [a, b] = [await provisionStation(t, { ocppVersion: '2.0.1' }), await provisionStation(t, { ocppVersion: '1.6' })];
+    const [ca, cb] = [
+      await connected({ identity: a.id, password: a.password, protocols: ['ocpp2.0.1'] }),
+      await connected({ identity: b.id, password: Buffer.from(b.password, 'hex'), protocols: ['ocpp1.6'] }),
+    ];
+    const nul = { reason: 'PowerUp', chargingStation: { vendorName: 'a\u0000b', model: '\u0000', serialNumber: 'SN', firmwareVersion: 'x\u0000' } };
+    // Sent together, so the two boots may share one statement.
+    const [bootA, bootB] = await Promise.all([ca.call('BootNotification', nul), cb.call('BootNotification', BOOT_16)]);
+    expect(bootA).toMatchObject({ status: 'Accepted' });
+    expect(bootB).toMatchObject({ status: 'Accepted' });
+    expect(await readStation(a.id)).toMatchObject({ vendor: 'a\uFFFDb', model: '\uFFFD', serialNumber: 'SN', firmwareVersion: 'x\uFFFD' });
+    expect(await readStation(b.id)).toMatchObject({ vendor: 'ABB', model: 'Terra AC' });
+  });
+
   it('logs in with its generated password, boots, heartbeats and reports a connector; the asset read shows it', async () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     expect(await readStation(s.id)).toBeNull();

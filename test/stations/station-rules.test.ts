@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ID_PATTERN } from '../../src/asset-management/asset-management-schemas.js';
 import { readCredentials } from '../../src/stations/ocpp-adapter.js';
-import { forwardedOverTls, ocppIdentity, profileProblem, releaseRetryDelayMs, stationTimings } from '../../src/stations/station-rules.js';
+import { forwardedOverTls, ocppIdentity, profileProblem, releaseRetryDelayMs, stationTimings, storableText } from '../../src/stations/station-rules.js';
 import { loadConfig } from '../../src/config.js';
 
 describe('profileProblem', () => {
@@ -96,5 +96,20 @@ describe('releaseRetryDelayMs', () => {
         return delay >= 500 && delay <= 5000 && delay >= releaseRetryDelayMs(Math.max(1, failures - 1));
       }),
     );
+  });
+});
+
+describe('storableText', () => {
+  it('property: keeps every string but its NUL characters, each of which becomes U+FFFD; a non-string is null', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), (value) => {
+        const stored = storableText(value)!;
+        expect(stored.includes('\u0000')).toBe(false);
+        expect(stored.length).toBe(value.length);
+        expect(stored.replaceAll('\uFFFD', '\u0000')).toBe(value.replaceAll('\uFFFD', '\u0000'));
+      }),
+    );
+    expect(storableText(7)).toBeNull();
+    expect(storableText(undefined)).toBeNull();
   });
 });
