@@ -116,7 +116,14 @@ export function expectationOf(frame: Frame, version: Version, duplicateIds: Read
   const duplicate = (a: Answer) => duplicateIds.has(id) && a.kind === 'error' && a.code === 'RpcFrameworkError';
   if (typeof action !== 'string') return { ...call, unreadable: true, accepts: (a) => a.kind === 'error' };
   if (depth > MAX_DEPTH + 1) {
-    return { ...call, accepts: (a) => duplicate(a) || (a.kind === 'error' && (TOO_DEEP.has(a.code) || (!isHandled(action) && a.code === 'NotImplemented'))) };
+    // A deep frame is answered before it is parsed, by the id read from its first bytes; an id too
+    // long to read there gets the answer of an unreadable message (docs/stations.md).
+    const unreadableId = (a: Answer) => a.id === '-1' && a.kind === 'error' && a.code === 'RpcFrameworkError';
+    return {
+      ...call,
+      ids: [id, '-1'],
+      accepts: (a) => unreadableId(a) || duplicate(a) || (a.kind === 'error' && (TOO_DEEP.has(a.code) || (!isHandled(action) && a.code === 'NotImplemented'))),
+    };
   }
   const nearLimit = depth > MAX_DEPTH;
   if (!isHandled(action)) return { ...call, accepts: (a) => duplicate(a) || (a.kind === 'error' && (a.code === 'NotImplemented' || (nearLimit && TOO_DEEP.has(a.code)))) };
