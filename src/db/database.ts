@@ -12,6 +12,7 @@ import { AppError, ServiceUnavailableError } from '../errors.js';
 import { folderProblem, lockDataDir, type DataDirHolder } from './data-dir-lock.js';
 import { isNetworkFailure } from './network-failures.js';
 import { DEFAULT_TEMPLATE_DIR, PGLITE_INITDB_PARAMS, PGLITE_START_PARAMS, seedFromTemplate } from './pglite-template.js';
+import { limitPgliteWasmTiering } from './pglite-wasm-tiering.js';
 import * as schema from './schema.js';
 
 export type Schema = typeof schema;
@@ -229,6 +230,7 @@ async function openPglite(
         throw folderProblem(dataDir, error);
       }
     }
+    limitPgliteWasmTiering();
     client = dataDir ? new PGlite(dataDir, settings) : new PGlite({ ...settings, ...(snapshot ? { loadDataDir: snapshot } : {}) });
     await client.waitReady;
   } catch (error) {

@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
+import { limitPgliteWasmTiering } from './pglite-wasm-tiering.js';
 
 // PostgreSQL settings of the embedded database. shared_buffers is allocated (and touched) inside
 // PGlite's WASM heap, which is the process's own memory: PGlite's default of 128 MB held about
@@ -65,6 +66,7 @@ export async function createPgliteTemplate(templateDir: string): Promise<void> {
   const work = `${templateDir}.tmp-${process.pid}`;
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
+  limitPgliteWasmTiering();
   const client = new PGlite(join(work, DATA), { startParams: PGLITE_START_PARAMS, initDbStartParams: PGLITE_INITDB_PARAMS });
   await client.waitReady;
   await client.close();

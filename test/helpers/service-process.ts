@@ -6,6 +6,10 @@ import { freePort } from './probe-app.js';
 // The project root: service processes run from here with `node --import tsx`.
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
+// The Node binary that runs service processes: SERVICE_NODE when set (CI's pass on the Docker
+// image's Node names one), else the one running the tests.
+export const SERVICE_NODE = process.env.SERVICE_NODE || process.execPath;
+
 // Waits until the process answers 200 on /healthz. The deadline is a safety net for a cold tsx
 // compile and the migrations, not a speed check.
 export async function waitUntilHealthy(check: () => Promise<number>, child: ChildProcess): Promise<void> {
@@ -46,7 +50,7 @@ export function serviceEnv(env: Record<string, string>): Record<string, string> 
 // Starts `node --import tsx <script> …args` from the project root, behind `prefix` (a command
 // that runs the rest, such as setpriv) when one is given.
 export function startProcess(args: string[], env: Record<string, string>, options: { prefix?: string[] } = {}) {
-  const command = [...(options.prefix ?? []), process.execPath, '--import', 'tsx', ...args];
+  const command = [...(options.prefix ?? []), SERVICE_NODE, '--import', 'tsx', ...args];
   const child = spawn(command[0]!, command.slice(1), { cwd: ROOT, env: serviceEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   const output = { stdout: '', stderr: '' };
   child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
