@@ -23,7 +23,8 @@ export async function rowsOf<T>(db: Executor, query: SQL): Promise<T[]> {
 export interface Database {
   db: Db;
   kind: 'postgres' | 'pglite';
-  // PostgreSQL: for a dedicated connection of its own (LISTEN), outside the pool.
+  // PostgreSQL: the server itself, for a dedicated connection of its own (LISTEN, session
+  // locks) outside the pool: the direct URL when one is given, else the pool's.
   connectionString?: string;
   ping(): Promise<void>;
   // Runs fn while holding a cluster-wide advisory lock: start-up work (migrations, signing key,
@@ -47,7 +48,10 @@ export interface PoolStats {
 
 export interface DatabaseOptions {
   url?: string | undefined;
-  // PostgreSQL: the password, when it is not in the URL (DATABASE_PASSWORD(_FILE)).
+  // PostgreSQL: the server itself, when `url` is a transaction-mode pooler (DATABASE_DIRECT_URL).
+  // It carries what needs a session of its own: migrations under the start-up lock, LISTEN.
+  directUrl?: string | undefined;
+  // PostgreSQL: the password, when it is not in the URLs (DATABASE_PASSWORD(_FILE)); both take it.
   password?: string | undefined;
   poolMax?: number;
   // PGlite data directory; undefined means in memory (tests)
@@ -72,6 +76,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   return options.url
     ? openPostgres({
         url: withPassword(options.url, options.password),
+        directUrl: options.directUrl === undefined ? undefined : withPassword(options.directUrl, options.password),
         poolMax: options.poolMax ?? 10,
         statementTimeoutMs: options.statementTimeoutMs,
         acquireTimeoutMs: options.acquireTimeoutMs,

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { AppError } from '../errors.js';
 import type { Database, Db } from './database.js';
 import { ignore, PING_TIMEOUT_MS, withDeadline } from './deadline.js';
+import { connectionSettings } from './pooler.js';
 import * as schema from './schema.js';
 import { withPostgresStartupLock } from './startup-lock.js';
 
@@ -13,6 +14,9 @@ const APPLICATION_NAME = 'charging-network-service';
 
 export interface PostgresSettings {
   url: string;
+  // The server itself, for what needs a session of its own (the start-up lock, migrations,
+  // LISTEN). When given, `url` is a transaction-mode pooler (see pooler.ts).
+  directUrl: string | undefined;
   poolMax: number;
   statementTimeoutMs: number | undefined;
   acquireTimeoutMs: number | undefined;
@@ -29,13 +33,17 @@ function neverCrashOnLostConnections(pool: pg.Pool): void {
 
 export async function openPostgres(settings: PostgresSettings): Promise<Database> {
   const { url, poolMax, statementTimeoutMs, acquireTimeoutMs } = settings;
+  const behindPooler = settings.directUrl !== undefined;
   const pool = new pg.Pool({
     connectionString: url,
     application_name: APPLICATION_NAME,
     max: poolMax,
     // Bounds both the wait for a free client and the opening of a new connection.
     ...(acquireTimeoutMs ? { connectionTimeoutMillis: acquireTimeoutMs } : {}),
-    ...(statementTimeoutMs ? { statement_timeout: statementTimeoutMs, query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS } : {}),
+    ...connectionSettings(
+      { statementTimeoutMs, queryTimeoutMs: statementTimeoutMs ? statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS : undefined },
+      behindPooler,
+    ),
     keepAlive: true,
   });
   neverCrashOnLostConnections(pool);
@@ -46,8 +54,7 @@ export async function openPostgres(settings: PostgresSettings): Promise<Database
     application_name: `${APPLICATION_NAME}/readiness`,
     max: 1,
     connectionTimeoutMillis: PING_TIMEOUT_MS,
-    statement_timeout: PING_TIMEOUT_MS,
-    query_timeout: PING_TIMEOUT_MS,
+    ...connectionSettings({ statementTimeoutMs: PING_TIMEOUT_MS, queryTimeoutMs: PING_TIMEOUT_MS }, behindPooler),
     keepAlive: true,
   });
   neverCrashOnLostConnections(probe);
@@ -76,15 +83,16 @@ export async function openPostgres(settings: PostgresSettings): Promise<Database
     }
   }) as Db['transaction'];
 
+  const direct = settings.directUrl ?? url;
   return {
     db,
     kind: 'postgres',
-    connectionString: url,
+    connectionString: direct,
     async ping() {
       await withDeadline(probe.query('select 1'), PING_TIMEOUT_MS);
     },
     async withStartupLock(fn) {
-      return withPostgresStartupLock(url, APPLICATION_NAME, fn);
+      return withPostgresStartupLock(direct, APPLICATION_NAME, fn);
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
