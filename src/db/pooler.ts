@@ -33,6 +33,7 @@ export function connectionSettings(limits: TimeLimits, behindPooler: boolean): P
 // and the handlers the client calls with the server's messages (lib/query.js).
 interface QueryInternals {
   queryMode?: string;
+  callback?: Callback;
   query_timeout?: number;
   submit(connection: ProtocolConnection): Error | null;
   prepare(connection: ProtocolConnection): void;
@@ -47,7 +48,7 @@ interface ProtocolConnection {
 }
 
 type QueryConfig = pg.QueryConfig & { query_timeout?: number };
-type Callback = (error: Error | null, result?: unknown) => void;
+type Callback = (error: Error | null | undefined, result?: unknown) => void;
 
 // A pg Client whose every query goes out unnamed and, when it starts a transaction (a single
 // statement runs in a transaction of its own, BEGIN opens one), behind the statement timeout of
@@ -62,31 +63,29 @@ function transactionModeClient(statementTimeoutMs: number | undefined): typeof p
   TransactionModeClient.prototype.query = function query(this: pg.Client, config: unknown, values?: unknown, callback?: unknown): unknown {
     const plain = typeof config === 'string' || (typeof config === 'object' && config !== null && typeof (config as { submit?: unknown }).submit !== 'function');
     if (!plain) return baseQuery.call(this, config, values, callback);
-    if (typeof values === 'function') {
-      callback = values;
-      values = undefined;
-    }
     const { name: _name, ...unnamed } = typeof config === 'string' ? { text: config } : (config as QueryConfig);
-    const query = new pg.Query(unnamed, values as unknown[] | undefined) as unknown as QueryInternals;
+    // pg's Query sorts out (values, callback), (callback) and a callback inside the config
+    const query = new pg.Query(unnamed, values as unknown[] | undefined, callback as Callback | undefined) as unknown as QueryInternals;
     if (unnamed.query_timeout) query.query_timeout = unnamed.query_timeout;
     if (setTimeoutLocally) timeoutFirst(query, setTimeoutLocally, () => this.getTransactionStatus());
-    if (typeof callback === 'function') {
-      baseQuery.call(this, query, callback);
+    if (query.callback) {
+      baseQuery.call(this, query);
       return undefined;
     }
     return new Promise((resolve, reject) => {
-      baseQuery.call(this, query, ((error, result) => (error ? reject(error) : resolve(result))) satisfies Callback);
+      query.callback = (error, result) => (error ? reject(error) : resolve(result));
+      baseQuery.call(this, query);
     });
   } as pg.Client['query'];
   return TransactionModeClient;
 }
 
-// Makes the query send `setTimeout` (a one-row select) ahead of itself in the same pipeline, up
+// Makes the query send `setting` (a one-row select) ahead of itself in the same pipeline, up
 // to one Sync, when the session is idle: both then run in one transaction (the implicit one of
 // the extended protocol, or the one the query's BEGIN opens), so the timeout holds for the query
 // and ends with that transaction. Inside a transaction it has been set already, and after an
 // error only a ROLLBACK may run. The status is read when the query is sent, not when queued.
-function timeoutFirst(query: QueryInternals, setTimeout: string, transactionStatus: () => string | null): void {
+function timeoutFirst(query: QueryInternals, setting: string, transactionStatus: () => string | null): void {
   const { submit, prepare, handleDataRow, handleCommandComplete } = query;
   // true from sending until the setting's own answer (its row and its CommandComplete) is past
   let settingFirst = false;
@@ -98,7 +97,7 @@ function timeoutFirst(query: QueryInternals, setTimeout: string, transactionStat
   };
   query.prepare = function (connection) {
     if (settingFirst) {
-      connection.parse({ text: setTimeout });
+      connection.parse({ text: setting });
       connection.bind({});
       connection.execute({});
     }
