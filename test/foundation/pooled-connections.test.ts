@@ -5,6 +5,8 @@
 // startup parameter and the list is a named prepared statement, parsed once per connection.
 // Here both modes talk to the server itself (one pooled connection, so what the session holds can
 // be read back); test/e2e/pooler.test.ts runs the service through a real PgBouncer.
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findPgError, openDatabase, rowsOf, sql, type Database } from '../../src/db/database.js';
@@ -32,6 +34,57 @@ async function sqlstateOf(work: Promise<unknown>): Promise<string | undefined> {
   }
   return 'none';
 }
+
+// The parameters of every startup packet sent to it, by a listener that then hangs up.
+async function startupPackets(connect: (url: string) => Promise<void>): Promise<Record<string, string>[]> {
+  const packets: Record<string, string>[] = [];
+  const server = createServer((socket) => {
+    socket.once('data', (data: Buffer) => {
+      // length, protocol version, then name\0value\0 pairs up to an empty name
+      const fields = data.subarray(8, data.readInt32BE(0) - 1).toString('utf8').split('\0');
+      const packet: Record<string, string> = {};
+      for (let i = 0; i + 1 < fields.length; i += 2) packet[fields[i]!] = fields[i + 1]!;
+      packets.push(packet);
+      socket.destroy();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  try {
+    await connect(`postgres://cns@127.0.0.1:${(server.address() as AddressInfo).port}/cns`);
+  } finally {
+    server.close();
+  }
+  return packets;
+}
+
+// Opens the database at `url`, sends a statement through the pool and pings (the readiness pool).
+function openAndQuery(options: { directUrl?: string }) {
+  return async (url: string) => {
+    const database = await openDatabase({ url, ...options, statementTimeoutMs: STATEMENT_TIMEOUT_MS, acquireTimeoutMs: 1000 });
+    await database.db.execute(sql`select 1`).catch(() => undefined);
+    await database.ping().catch(() => undefined);
+    await database.close();
+  };
+}
+
+describe('the startup packet of the pooled connections', () => {
+  it('without DATABASE_DIRECT_URL carries the statement timeout', async () => {
+    const packets = await startupPackets(openAndQuery({}));
+    expect(packets.length).toBe(2);
+    for (const packet of packets) expect(packet).toMatchObject({ user: 'cns', database: 'cns', statement_timeout: expect.any(String) });
+  });
+
+  it('with DATABASE_DIRECT_URL carries only what PgBouncer 1.18 accepts from any client (user, database and the parameters it tracks)', async () => {
+    const accepted = ['user', 'database', 'application_name', 'client_encoding', 'DateStyle', 'TimeZone', 'standard_conforming_strings'];
+    const packets = await startupPackets(openAndQuery({ directUrl: 'postgres://cns@127.0.0.1:9/cns' }));
+    expect(packets.length).toBe(2);
+    for (const packet of packets) {
+      expect(packet).toMatchObject({ user: 'cns', database: 'cns' });
+      expect(Object.keys(packet).filter((name) => !accepted.includes(name))).toEqual([]);
+    }
+  });
+});
 
 const onServer = process.env.DATABASE_URL ? describe : undefined;
 
