@@ -97,7 +97,7 @@ export async function runCli(argv: string[]): Promise<number> {
   // Talks to a running service over the network: no configuration, no database.
   if (name === 'station') return runStationCommand(rest);
   const config = loadConfig();
-  const database = await openDatabase({ url: config.database.url, password: config.database.password, poolMax: 2, dataDir: config.database.dataDir, holder: 'cli' });
+  const database = await openDatabase({ url: config.database.url, directUrl: config.database.directUrl, password: config.database.password, poolMax: 2, dataDir: config.database.dataDir, holder: 'cli' });
   try {
     await database.withStartupLock(async () => undefined);
     return await commands[name]!(rest, database.db, config);

@@ -8,17 +8,22 @@ const booleanString = z
 
 const optionalUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional();
 
+const postgresUrl = z
+  .string()
+  .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+  .refine((url) => URL.canParse(url), 'is not a valid URL (a password with # / @ or % must be percent-encoded; or give it in DATABASE_PASSWORD_FILE or DATABASE_PASSWORD instead)');
+
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   HOST: z.string().min(1).default('127.0.0.1'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   TRUST_PROXY: booleanString.default(false),
-  DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
-    .refine((url) => URL.canParse(url), 'is not a valid URL (a password with # / @ or % must be percent-encoded; or give it in DATABASE_PASSWORD_FILE or DATABASE_PASSWORD instead)')
-    .optional(),
+  DATABASE_URL: postgresUrl.optional(),
+  // The server itself when DATABASE_URL is a transaction-mode pooler (PgBouncer and the like): it
+  // carries migrations, the start-up lock and LISTEN, and tells the service to speak to the pooler
+  // the way such a pooler needs.
+  DATABASE_DIRECT_URL: postgresUrl.optional(),
   // The password apart from the URL, so it needs no escaping and can come from a secret file.
   DATABASE_PASSWORD: z.string().optional(),
   DATABASE_PASSWORD_FILE: z.string().min(1).optional(),
@@ -85,6 +90,10 @@ const configSchema = envSchema.transform((e, ctx) => {
       return z.NEVER;
     }
   }
+  if (e.DATABASE_DIRECT_URL !== undefined && e.DATABASE_URL === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['DATABASE_DIRECT_URL'], message: 'needs DATABASE_URL (the pooler it bypasses)' });
+    return z.NEVER;
+  }
   if (external && !e.AUTH_ISSUER) {
     ctx.addIssue({ code: 'custom', path: ['AUTH_ISSUER'], message: 'required when AUTH_JWKS_URL is set' });
     return z.NEVER;
@@ -97,6 +106,7 @@ const configSchema = envSchema.transform((e, ctx) => {
     trustProxy: e.TRUST_PROXY,
     database: {
       url: e.DATABASE_URL,
+      directUrl: e.DATABASE_DIRECT_URL,
       password: databasePassword,
       poolMax: e.DATABASE_POOL_MAX,
       dataDir: e.DATA_DIR,

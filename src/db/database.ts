@@ -1,18 +1,12 @@
-import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
 import { sql, type SQL } from 'drizzle-orm';
 import { DrizzleQueryError } from 'drizzle-orm/errors';
-import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-postgres';
-import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import pg from 'pg';
 import { AppError, ServiceUnavailableError } from '../errors.js';
-import { folderProblem, lockDataDir, type DataDirHolder } from './data-dir-lock.js';
+import type { DataDirHolder } from './data-dir-lock.js';
 import { isNetworkFailure } from './network-failures.js';
-import { DEFAULT_TEMPLATE_DIR, PGLITE_INITDB_PARAMS, PGLITE_START_PARAMS, seedFromTemplate } from './pglite-template.js';
-import { limitPgliteWasmTiering } from './pglite-wasm-tiering.js';
+import { DEFAULT_TEMPLATE_DIR } from './pglite-template.js';
+import { openPglite } from './pglite-database.js';
+import { openPostgres } from './postgres-database.js';
 import * as schema from './schema.js';
 
 export type Schema = typeof schema;
@@ -29,7 +23,8 @@ export async function rowsOf<T>(db: Executor, query: SQL): Promise<T[]> {
 export interface Database {
   db: Db;
   kind: 'postgres' | 'pglite';
-  // PostgreSQL: for a dedicated connection of its own (LISTEN), outside the pool.
+  // PostgreSQL: the server itself, for a dedicated connection of its own (LISTEN, session
+  // locks) outside the pool: the direct URL when one is given, else the pool's.
   connectionString?: string;
   ping(): Promise<void>;
   // Runs fn while holding a cluster-wide advisory lock: start-up work (migrations, signing key,
@@ -53,7 +48,10 @@ export interface PoolStats {
 
 export interface DatabaseOptions {
   url?: string | undefined;
-  // PostgreSQL: the password, when it is not in the URL (DATABASE_PASSWORD(_FILE)).
+  // PostgreSQL: the server itself, when `url` is a transaction-mode pooler (DATABASE_DIRECT_URL).
+  // It carries what needs a session of its own: migrations under the start-up lock, LISTEN.
+  directUrl?: string | undefined;
+  // PostgreSQL: the password, when it is not in the URLs (DATABASE_PASSWORD(_FILE)); both take it.
   password?: string | undefined;
   poolMax?: number;
   // PGlite data directory; undefined means in memory (tests)
@@ -72,13 +70,13 @@ export interface DatabaseOptions {
   acquireTimeoutMs?: number | undefined;
 }
 
-const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url));
-// Arbitrary but fixed: identifies this service's start-up lock in pg_locks.
-export const STARTUP_LOCK_KEY = 7_240_311_902;
+export { STARTUP_LOCK_KEY } from './startup-lock.js';
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.url
-    ? openPostgres(withPassword(options.url, options.password), {
+    ? openPostgres({
+        url: withPassword(options.url, options.password),
+        directUrl: options.directUrl === undefined ? undefined : withPassword(options.directUrl, options.password),
         poolMax: options.poolMax ?? 10,
         statementTimeoutMs: options.statementTimeoutMs,
         acquireTimeoutMs: options.acquireTimeoutMs,
@@ -97,171 +95,6 @@ export function withPassword(url: string, password: string | undefined): string 
   const parsed = new URL(url);
   parsed.password = encodeURIComponent(password);
   return parsed.toString();
-}
-
-// /readyz must answer within 2 s; this leaves room for the rest of the request.
-const PING_TIMEOUT_MS = 1500;
-// Beyond the statement timeout (which the server enforces), the client gives up on a query whose
-// answer never comes: a server that vanished without closing the socket must not hold a request.
-const QUERY_TIMEOUT_MARGIN_MS = 1000;
-const APPLICATION_NAME = 'charging-network-service';
-
-function ignore(): void {}
-
-// A checked-out client has no 'error' listener of the pool's, so a connection lost between two
-// queries of a request would be an unhandled 'error' event: an uncaught exception that stops the
-// process. The query in flight is rejected anyway, and the pool discards a client that is no
-// longer queryable when it is released.
-function neverCrashOnLostConnections(pool: pg.Pool): void {
-  pool.on('error', ignore);
-  pool.on('connect', (client) => client.on('error', ignore));
-}
-
-async function openPostgres(
-  url: string,
-  limits: { poolMax: number; statementTimeoutMs: number | undefined; acquireTimeoutMs: number | undefined },
-): Promise<Database> {
-  const pool = new pg.Pool({
-    connectionString: url,
-    application_name: APPLICATION_NAME,
-    max: limits.poolMax,
-    // Bounds both the wait for a free client and the opening of a new connection.
-    ...(limits.acquireTimeoutMs ? { connectionTimeoutMillis: limits.acquireTimeoutMs } : {}),
-    ...(limits.statementTimeoutMs
-      ? { statement_timeout: limits.statementTimeoutMs, query_timeout: limits.statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS }
-      : {}),
-    keepAlive: true,
-  });
-  neverCrashOnLostConnections(pool);
-  // Readiness has a connection of its own: a pool full of requests waiting on a lock says nothing
-  // about whether the database answers, and must not make the probe wait behind them.
-  const probe = new pg.Pool({
-    connectionString: url,
-    application_name: `${APPLICATION_NAME}/readiness`,
-    max: 1,
-    connectionTimeoutMillis: PING_TIMEOUT_MS,
-    statement_timeout: PING_TIMEOUT_MS,
-    query_timeout: PING_TIMEOUT_MS,
-    keepAlive: true,
-  });
-  neverCrashOnLostConnections(probe);
-
-  const db = drizzlePg(pool, { schema }) as unknown as Db;
-  const clientDbs = new WeakMap<pg.PoolClient, Db>();
-  // drizzle's own pool transaction sends BEGIN outside its try (a failed BEGIN leaks the client)
-  // and always returns the client to the pool, broken or not. This one checks a client out itself,
-  // lets drizzle run the transaction on that client alone, and discards the client after any
-  // failure other than a domain error (which drizzle has rolled back on a healthy connection).
-  db.transaction = (async (fn: Parameters<Db['transaction']>[0], config?: Parameters<Db['transaction']>[1]) => {
-    const client = await pool.connect();
-    let failure: Error | undefined;
-    try {
-      let clientDb = clientDbs.get(client);
-      if (!clientDb) {
-        clientDb = drizzlePg(client, { schema }) as unknown as Db;
-        clientDbs.set(client, clientDb);
-      }
-      return await clientDb.transaction(fn, config);
-    } catch (error) {
-      if (!(error instanceof AppError)) failure = error instanceof Error ? error : new Error(String(error));
-      throw error;
-    } finally {
-      client.release(failure);
-    }
-  }) as Db['transaction'];
-
-  return {
-    db,
-    kind: 'postgres',
-    connectionString: url,
-    async ping() {
-      await withDeadline(probe.query('select 1'), PING_TIMEOUT_MS);
-    },
-    async withStartupLock(fn) {
-      // A connection of its own, without the statement and query timeouts: waiting while another
-      // replica migrates, and migrating, may take longer than any request may. The advisory lock
-      // is the session's, so ending the connection releases it whatever happened.
-      const client = new pg.Client({ connectionString: url, application_name: APPLICATION_NAME, keepAlive: true });
-      client.on('error', ignore);
-      await client.connect();
-      try {
-        await client.query('select pg_advisory_lock($1)', [STARTUP_LOCK_KEY]);
-        const lockedDb = drizzlePg(client, { schema });
-        await migratePg(lockedDb as NodePgDatabase<Schema>, { migrationsFolder: MIGRATIONS_FOLDER });
-        return await fn(lockedDb as unknown as Db);
-      } finally {
-        await client.end().catch(ignore);
-      }
-    },
-    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    async close() {
-      await Promise.all([pool.end(), probe.end()]);
-    },
-  };
-}
-
-// Rejects when the promise has not settled in time; the work itself is left to finish (or fail)
-// on its own, its outcome ignored.
-async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new ServiceUnavailableError(`The database did not answer within ${ms} ms`, { timedOut: true })), ms);
-  });
-  work.catch(ignore);
-  try {
-    return await Promise.race([work, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-async function openPglite(
-  dataDir: string | undefined,
-  { snapshot, templateDir, holder }: { snapshot: Blob | undefined; templateDir: string; holder: DataDirHolder },
-): Promise<Database> {
-  const lock = dataDir ? lockDataDir(dataDir, holder, (line) => process.stderr.write(`${line}\n`)) : undefined;
-  let client: PGlite;
-  try {
-    const settings = { startParams: PGLITE_START_PARAMS, initDbStartParams: PGLITE_INITDB_PARAMS };
-    if (dataDir) {
-      try {
-        seedFromTemplate(dataDir, templateDir);
-      } catch (error) {
-        throw folderProblem(dataDir, error);
-      }
-    }
-    limitPgliteWasmTiering();
-    client = dataDir ? new PGlite(dataDir, settings) : new PGlite({ ...settings, ...(snapshot ? { loadDataDir: snapshot } : {}) });
-    await client.waitReady;
-  } catch (error) {
-    lock?.release();
-    // PGlite reports file system failures as bare errno objects ("[object Object]" as text).
-    throw dataDir && !(error instanceof Error) ? folderProblem(dataDir, error) : error;
-  }
-  const db = drizzlePglite(client, { schema });
-  return {
-    db: db as unknown as Db,
-    kind: 'pglite',
-    async ping() {
-      // One connection, one statement at a time: the probe queues behind the requests' statements.
-      await withDeadline(client.query('select 1'), PING_TIMEOUT_MS);
-    },
-    async withStartupLock(fn) {
-      // PGlite is single-connection and single-process: there is nobody to race with.
-      await migratePglite(db, { migrationsFolder: MIGRATIONS_FOLDER });
-      return fn(db as unknown as Db);
-    },
-    async close() {
-      try {
-        if (!client.closed) await client.close();
-      } finally {
-        lock?.release();
-      }
-    },
-    async dumpDataDir() {
-      return client.dumpDataDir('none');
-    },
-  };
 }
 
 export function isUniqueViolation(error: unknown, constraint?: string): boolean {

@@ -126,7 +126,9 @@ function prepareList(db: Db) {
 }
 
 // Prepared once per database handle: on PostgreSQL the named statements are parsed and planned
-// once per connection instead of on every request.
+// once per connection instead of on every request. Behind a transaction-mode pooler
+// (DATABASE_DIRECT_URL set) the pool's connections send them unnamed (src/db/pooler.ts): a name
+// would outlive the transaction that prepared it, on a server session the next one may not get.
 const preparedLists = new WeakMap<Db, ReturnType<typeof prepareList>>();
 
 // One statement whatever the number of IDs; the network scope is part of its WHERE clause.

@@ -100,6 +100,9 @@ describe('loadConfig', () => {
     [{ LOG_LEVEL: 'INFO ' }, 'LOG_LEVEL'],
     [{ DATABASE_URL: 'mysql://root@localhost/db' }, 'DATABASE_URL'],
     [{ DATABASE_URL: 'localhost:5432' }, 'DATABASE_URL'],
+    [{ DATABASE_URL: 'postgres://cns@pooler:6432/cns', DATABASE_DIRECT_URL: 'mysql://root@db/cns' }, 'DATABASE_DIRECT_URL'],
+    [{ DATABASE_URL: 'postgres://cns@pooler:6432/cns', DATABASE_DIRECT_URL: 'postgres://cns:se#cret@db/cns' }, 'DATABASE_DIRECT_URL'],
+    [{ DATABASE_DIRECT_URL: 'postgres://cns@db:5432/cns' }, 'DATABASE_DIRECT_URL'],
     [{ OCPP_MIN_SECURITY_PROFILE: '0' }, 'OCPP_MIN_SECURITY_PROFILE'],
     [{ OCPP_MIN_SECURITY_PROFILE: '4' }, 'OCPP_MIN_SECURITY_PROFILE'],
     [{ OCPP_MIN_SECURITY_PROFILE: '2.5' }, 'OCPP_MIN_SECURITY_PROFILE'],
@@ -150,6 +153,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ OCPP_CALL_TIMEOUT_SECONDS: '100000000' }).ocpp.callTimeoutMs).toBe(2 ** 31 - 1);
     expectRejected({ OCPP_CALL_TIMEOUT_SECONDS: '0' }, 'OCPP_CALL_TIMEOUT_SECONDS');
     expectRejected({ OCPP_CALL_TIMEOUT_SECONDS: '1.5' }, 'OCPP_CALL_TIMEOUT_SECONDS');
+  });
+
+  it('DATABASE_DIRECT_URL: unset by default, read beside DATABASE_URL (the pooler it bypasses)', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://cns@db:5432/cns' }).database).toMatchObject({ url: 'postgres://cns@db:5432/cns', directUrl: undefined });
+    expect(loadConfig({ DATABASE_URL: 'postgres://cns@pooler:6432/cns', DATABASE_DIRECT_URL: 'postgresql://cns@db:5432/cns' }).database).toMatchObject({
+      url: 'postgres://cns@pooler:6432/cns',
+      directUrl: 'postgresql://cns@db:5432/cns',
+    });
+    expect(configError({ DATABASE_DIRECT_URL: 'postgres://cns@db:5432/cns' }).message).toBe('invalid configuration: DATABASE_DIRECT_URL: needs DATABASE_URL (the pooler it bypasses)');
   });
 
   it('reports one variable in one line when several are wrong', () => {

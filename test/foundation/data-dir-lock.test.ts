@@ -81,7 +81,7 @@ describe('the embedded database folder, between processes', () => {
       const lock = lockDataDir(held, 'server', () => undefined);
       const database = await createServerDatabase();
       try {
-        const list = await runProcess(['src/cli.ts', 'clients', 'list'], { DATA_DIR: held, DATABASE_URL: database.url });
+        const list = await runProcess(['src/cli.ts', 'clients', 'list'], { DATA_DIR: held, ...database.env });
         expect({ code: list.code, stderr: list.stderr }).toEqual({ code: 0, stderr: '' });
         expect(JSON.parse(list.stdout)).toEqual([]);
       } finally {

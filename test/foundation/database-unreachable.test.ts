@@ -239,7 +239,7 @@ onServer?.('the database coming back (PostgreSQL)', () => {
     const relayed = new URL(server.url);
     relayed.hostname = '127.0.0.1';
     relayed.port = String(proxy.port);
-    database = await openDatabase({ url: relayed.toString(), ...LIMITS });
+    database = await openDatabase({ url: relayed.toString(), directUrl: server.directUrl, ...LIMITS });
     t = await createTestApp({ database });
     client = await createClient(database.db, { name: 'reader', scopes: ['read:sessionpayment', 'read:asset'] });
   });

@@ -5,7 +5,10 @@ import { inject } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
 
 // Every test app gets a database of its own, so no test depends on another's rows: in-memory
-// PGlite by default, or a throwaway database on the server named by DATABASE_URL.
+// PGlite by default, or a throwaway database on the server named by DATABASE_URL. With
+// DATABASE_DIRECT_URL as well (the pooler pass), DATABASE_URL is a transaction-mode pooler in
+// front of that server: the service's pools go through it, and what needs a session of its own
+// (creating databases, locks held by "another process") goes to the server directly.
 export interface TestDatabaseOptions {
   poolMax?: number;
   statementTimeoutMs?: number;
@@ -19,7 +22,7 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
     return openDatabase({ ...options, pgliteSnapshot: snapshot ? new Blob([readFileSync(snapshot)]) : undefined });
   }
   const server = await createServerDatabase();
-  const database = await openDatabase({ poolMax: 20, ...options, url: server.url });
+  const database = await openDatabase({ poolMax: 20, ...options, url: server.url, directUrl: server.directUrl });
   return {
     ...database,
     async close() {
@@ -30,36 +33,51 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
 }
 
 // An empty throwaway database on the server named by DATABASE_URL, for code (or a child process)
-// that opens it by URL itself.
-export async function createServerDatabase(): Promise<{ name: string; url: string; drop(): Promise<void> }> {
+// that opens it by URL itself: `env` holds the variables a service process needs to reach it.
+export async function createServerDatabase(): Promise<{
+  name: string;
+  url: string;
+  directUrl: string | undefined;
+  env: { DATABASE_URL: string; DATABASE_DIRECT_URL?: string };
+  drop(): Promise<void>;
+}> {
   const url = process.env.DATABASE_URL;
   if (!url) throw new Error('createServerDatabase needs DATABASE_URL');
+  const direct = process.env.DATABASE_DIRECT_URL || undefined;
+  const admin = direct ?? url;
   const name = `cns_test_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const dbUrl = new URL(url);
-  dbUrl.pathname = `/${name}`;
+  await adminQuery(admin, `CREATE DATABASE ${name}`);
+  const dbUrl = withDatabaseName(url, name);
+  const dbDirectUrl = direct === undefined ? undefined : withDatabaseName(direct, name);
   return {
     name,
-    url: dbUrl.toString(),
+    url: dbUrl,
+    directUrl: dbDirectUrl,
+    env: { DATABASE_URL: dbUrl, ...(dbDirectUrl === undefined ? {} : { DATABASE_DIRECT_URL: dbDirectUrl }) },
     async drop() {
-      const dropper = new pg.Client({ connectionString: url });
-      await dropper.connect();
-      try {
-        await dropper.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await dropper.end();
-      }
+      await adminQuery(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
 }
 
-// The URL of a test app's own PostgreSQL database. Needs DATABASE_URL.
+function withDatabaseName(url: string, name: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${name}`;
+  return parsed.toString();
+}
+
+async function adminQuery(url: string, text: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(text);
+  } finally {
+    await admin.end();
+  }
+}
+
+// The URL of a test app's own PostgreSQL database, on the server itself (not through a pooler).
+// Needs DATABASE_URL.
 export function databaseUrlOf(database: Database): string {
   if (!database.connectionString) throw new Error('this test database is not on a PostgreSQL server (DATABASE_URL)');
   return database.connectionString;

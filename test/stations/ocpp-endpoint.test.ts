@@ -585,10 +585,10 @@ interface Replica {
   service: Awaited<ReturnType<typeof startService>>;
 }
 
-async function startReplica(databaseUrl: string): Promise<Replica> {
+async function startReplica(databaseEnv: Record<string, string>): Promise<Replica> {
   const r = await startService({
     LOG_LEVEL: 'error',
-    DATABASE_URL: databaseUrl,
+    ...databaseEnv,
     DATABASE_POOL_MAX: '4',
     // One issuer for both, as behind one load balancer: a token of one is good at the other.
     AUTH_ISSUER: 'http://cns.test',
@@ -631,10 +631,10 @@ onServer?.('two service processes on one database (PostgreSQL)', () => {
     async () => {
       const database = await createServerDatabase();
       dropDatabase = database.drop;
-      const a = await startReplica(database.url);
+      const a = await startReplica(database.env);
       replicas.push(a);
       const { token } = await bootstrapToken(a.service);
-      const b = await startReplica(database.url);
+      const b = await startReplica(database.env);
       replicas.push(b);
 
       const id = 'CP-replicas-1';
@@ -683,7 +683,7 @@ onServer?.('two service processes on one database (PostgreSQL)', () => {
       expect(await readThroughB()).toMatchObject({ connected: false });
 
       // kill -9: nothing is marked; the lease that C no longer renews runs out.
-      const c = await startReplica(database.url);
+      const c = await startReplica(database.env);
       replicas.push(c);
       const second = stationClient(c.endpoint, { identity: id, password, protocols: ['ocpp2.0.1'] });
       stations.push(second);

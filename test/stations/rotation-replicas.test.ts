@@ -33,11 +33,11 @@ interface Replica {
   service: Awaited<ReturnType<typeof startService>>;
 }
 
-async function startReplica(databaseUrl: string): Promise<Replica> {
+async function startReplica(databaseEnv: Record<string, string>): Promise<Replica> {
   const r = await startService({
     // Everything the service logs is searched for the passwords below.
     LOG_LEVEL: 'debug',
-    DATABASE_URL: databaseUrl,
+    ...databaseEnv,
     DATABASE_POOL_MAX: '4',
     AUTH_ISSUER: 'http://cns.test',
     OCPP_MIN_SECURITY_PROFILE: '1',
@@ -110,11 +110,11 @@ onServer?.('password changes across two service processes (PostgreSQL)', () => {
 
   beforeAll(async () => {
     database = await createServerDatabase();
-    a = await startReplica(database.url);
+    a = await startReplica(database.env);
     ({ token } = await bootstrapToken(a.service));
-    b = await startReplica(database.url);
+    b = await startReplica(database.env);
     // What crosses the notification queue, as any session of the database could read it.
-    listener = new pg.Client({ connectionString: database.url });
+    listener = new pg.Client({ connectionString: database.directUrl ?? database.url });
     await listener.connect();
     listener.on('notification', (n) => notifications.push(n.payload ?? ''));
     const { rows } = await listener.query<{ id: string }>('select id from station_replicas');
@@ -239,7 +239,7 @@ onServer?.('password changes across two service processes (PostgreSQL)', () => {
   it('nothing the service wrote holds a plaintext password: logs, every table, the notifications it sent (PostgreSQL)', async () => {
     expect(passwords.length).toBeGreaterThanOrEqual(8);
     expect(notifications.length).toBeGreaterThan(0);
-    const db = new pg.Client({ connectionString: database.url });
+    const db = new pg.Client({ connectionString: database.directUrl ?? database.url });
     await db.connect();
     let tables = '';
     try {

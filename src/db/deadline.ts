@@ -1,0 +1,21 @@
+import { ServiceUnavailableError } from '../errors.js';
+
+// /readyz must answer within 2 s; this leaves room for the rest of the request.
+export const PING_TIMEOUT_MS = 1500;
+
+export function ignore(): void {}
+
+// Rejects when the promise has not settled in time; the work itself is left to finish (or fail)
+// on its own, its outcome ignored.
+export async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new ServiceUnavailableError(`The database did not answer within ${ms} ms`, { timedOut: true })), ms);
+  });
+  work.catch(ignore);
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
