@@ -13,12 +13,15 @@ const CLOSE_BRACKET = 0x5d;
 // The deepest nesting of objects and arrays in a JSON text, counted in one pass without recursion
 // and without parsing: brackets inside strings do not count, and the count stops at limit + 1,
 // the first depth that is too deep. Text that is not JSON gets some number; the parser refuses it.
-export function jsonNestingDepth(text: string, limit: number): number {
+// The text may be its UTF-8 bytes (an OCPP frame before it is decoded): every character counted
+// here is ASCII, and no byte of a multi-byte character is one.
+export function jsonNestingDepth(text: string | Uint8Array, limit: number): number {
+  const codeAt = typeof text === 'string' ? (i: number) => text.charCodeAt(i) : (i: number) => text[i];
   let depth = 0;
   let deepest = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
+    const c = codeAt(i);
     if (inString) {
       if (c === BACKSLASH) i++;
       else if (c === QUOTE) inString = false;

@@ -1,6 +1,7 @@
 // What one station may cost the service, whatever it sends: the numbers, and the pure rules that
 // read a frame before the OCPP-J library does. docs/stations.md tells operators what a station
 // sees at each bound.
+import { jsonNestingDepth } from '../json-depth.js';
 
 // Calls of a station's own that the service has received and not answered yet. OCPP-J lets a
 // station have one; a few more forgive a station that sends its next call as its answer is on the
@@ -27,33 +28,10 @@ export const MAX_SUBPROTOCOL_HEADER_LENGTH = 256;
 // one to three connectors each; beyond the bound a new connector's status is not stored.
 export const MAX_CONNECTOR_STATUSES = 64;
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_ARRAY = 0x5b;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_ARRAY = 0x5d;
-const CLOSE_OBJECT = 0x7d;
-
 // Whether a frame's arrays and objects nest deeper than `limit`, read from its bytes in one pass
-// without parsing it (brackets inside strings do not count). Exact for valid JSON; a frame that is
-// not JSON is refused by the parser whatever this says.
+// without parsing it (the same count as a JSON body's).
 export function nestsDeeperThan(frame: Uint8Array, limit: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < frame.length; i++) {
-    const byte = frame[i];
-    if (inString) {
-      if (byte === BACKSLASH) i++;
-      else if (byte === QUOTE) inString = false;
-    } else if (byte === QUOTE) {
-      inString = true;
-    } else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) {
-      if (++depth > limit) return true;
-    } else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) {
-      depth--;
-    }
-  }
-  return false;
+  return jsonNestingDepth(frame, limit) > limit;
 }
 
 // OCPP message ids are at most 36 characters; a little more is read, so a longer one is still
