@@ -85,6 +85,8 @@ function transactionModeClient(statementTimeoutMs: number | undefined): typeof p
 // the extended protocol, or the one the query's BEGIN opens), so the timeout holds for the query
 // and ends with that transaction. Inside a transaction it has been set already, and after an
 // error only a ROLLBACK may run. The status is read when the query is sent, not when queued.
+// So such a pool takes one statement per query, and none that refuses to run in a pipeline
+// (VACUUM, CREATE DATABASE): the service sends neither through it.
 function timeoutFirst(query: QueryInternals, setting: string, transactionStatus: () => string | null): void {
   const { submit, prepare, handleDataRow, handleCommandComplete } = query;
   // true from sending until the setting's own answer (its row and its CommandComplete) is past
