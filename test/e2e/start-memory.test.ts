@@ -57,10 +57,9 @@ async function peakOfStart(dataDir: string): Promise<{ peakMiB: number; exitCode
   }
 }
 
-// Only where the suite runs on the embedded database: the PostgreSQL pass would measure the same.
-const onEmbedded = process.env.DATABASE_URL ? undefined : describe;
-
-onEmbedded?.(`the embedded database's start on Node ${nodeVersion}, as the image starts it`, () => {
+// The service process gets no DATABASE_URL (serviceEnv), so this is the embedded database in the
+// PostgreSQL pass of the suite too.
+describe(`the embedded database's start on Node ${nodeVersion}, as the image starts it`, () => {
   beforeAll(() => {
     // dist/ as `npm start` would leave it: compiled again only when the sources changed.
     const build = spawnSync(process.execPath, ['scripts/build.mjs', '--if-changed'], { cwd: ROOT, encoding: 'utf8' });
