@@ -20,13 +20,10 @@ export interface LoginRefusal {
 export interface LoginGate {
   readonly hashQueue: LoginHashQueue;
   readonly memory: LoginMemory;
-  // Before the database and any hash: a 429 for an address with too many refused logins;
-  // otherwise the login holds one of the address's allowance until it ends.
+  // Before the database and any hash: a 429 for an address with too many refused logins.
   admit(address: string): LoginRefusal | null;
-  // A login admitted from the address was not refused for its credentials (it was accepted, or
-  // turned away for the service's own reasons): it gives its allowance back. A refused one keeps
-  // it taken.
-  notRefused(address: string): void;
+  // A login from the address was refused for its credentials (401, 404): it counts.
+  refused(address: string): void;
   // The answer to a login whose password check did not run.
   deferred(why: Exclude<CheckDeferred, 'abandoned'>, address: string): LoginRefusal;
 }
@@ -40,28 +37,30 @@ export function createLoginGate(limits: Partial<LoginLimits> = {}, events: { onT
     hashQueue: createLoginHashQueue(all),
     memory: createLoginMemory(LOGIN_MEMORY_LIMITS),
     admit(address) {
-      const wait = throttle.take(address);
+      const wait = throttle.retryAfterSeconds(address);
       if (wait === 0) return null;
       events.onThrottled?.();
       return { status: 429, reason: 'too many refused logins from this address', retryAfterSeconds: wait };
     },
-    notRefused: (address) => throttle.refund(address),
+    refused: (address) => throttle.refused(address),
     deferred(why, address) {
       switch (why) {
         case 'hashWaitTimeout':
-          // The queue was busy, not the station wrong: the allowance goes back.
-          throttle.refund(address);
+          // The queue was busy, not the station wrong: it does not count.
           events.onHashTimeout?.();
           return { status: 503, reason: 'no password check was free within the wait bound', retryAfterSeconds };
-        // These three keep the allowance the login took, like a refusal: otherwise many addresses
-        // trying one identity, or one address flooding its own lane, would each cost a database
-        // read for ever, never throttled. A real station retries far slower than the throttle's
-        // refill, so these never throttle it.
+        // These three count against the address like a refusal: otherwise many addresses trying
+        // one identity, or one address flooding its own lane, would each cost a database read for
+        // ever, never throttled. A real station retries far slower than the throttle's refill, so
+        // these never throttle it.
         case 'duplicate':
+          throttle.refused(address);
           return { status: 503, reason: 'another login of this station from this address is being checked', retryAfterSeconds };
         case 'identityBusy':
+          throttle.refused(address);
           return { status: 503, reason: 'another login of this station is being checked', retryAfterSeconds };
         case 'queueFull':
+          throttle.refused(address);
           return { status: 503, reason: 'the password check queue is full', retryAfterSeconds };
       }
     },

@@ -50,24 +50,26 @@ interface Allowance {
 }
 
 export interface LoginThrottle {
-  // Takes one of the address's allowance for a login about to be checked: 0 when taken, otherwise
-  // the whole seconds until one is free (Retry-After). Taken before the login runs, not counted
-  // after it was refused: logins sent together would otherwise all pass while the address still had
-  // one left, and the throttle would bound nothing but a client that waits for its answers.
-  take(address: string): number;
-  // Gives back what take() took, for a login that was not refused for its credentials (accepted,
-  // or turned away for reasons that are not the station's).
-  refund(address: string): void;
+  // 0 when the address may try; otherwise the whole seconds until it may (Retry-After).
+  retryAfterSeconds(address: string): number;
+  // A login from the address was refused.
+  refused(address: string): void;
   // Addresses remembered now.
   readonly size: number;
 }
 
 // A token bucket per address: `refusalsBurst` tokens, one refilled every `refusalRefillMs`, one
-// taken by each login being checked and kept when it is refused; an address without a token is
-// throttled. An address whose bucket has refilled is forgotten, so only addresses refused (or
-// checking) recently take memory.
+// taken by each refused login; an address without a token is throttled. The bucket may go into
+// debt (down to -MAX_DEBT_BURSTS bursts): logins sent together all pass while one token is left,
+// since each is counted only once it is refused, and the debt makes the address wait for every
+// one of them, so a burst buys no more than the same logins sent one by one. A correct login is
+// never counted, so stations behind one address (a NAT, a proxy) log in together freely. An
+// address whose bucket has refilled is forgotten, so only addresses refused recently take memory.
+export const MAX_DEBT_BURSTS = 10;
+
 export function createLoginThrottle(limits: LoginThrottleLimits, now: () => number = Date.now): LoginThrottle {
   const buckets = new LRUCache<string, Allowance>({ max: limits.trackedAddresses });
+  const floor = -MAX_DEBT_BURSTS * limits.refusalsBurst;
 
   function tokensOf(address: string, at: number): number {
     const bucket = buckets.get(address);
@@ -78,18 +80,13 @@ export function createLoginThrottle(limits: LoginThrottleLimits, now: () => numb
   }
 
   return {
-    take(address) {
-      const at = now();
-      const tokens = tokensOf(address, at);
-      if (tokens < 1) return Math.max(1, Math.ceil(((1 - tokens) * limits.refusalRefillMs) / 1000));
-      buckets.set(address, { tokens: tokens - 1, at });
-      return 0;
+    retryAfterSeconds(address) {
+      const tokens = tokensOf(address, now());
+      return tokens >= 1 ? 0 : Math.max(1, Math.ceil(((1 - tokens) * limits.refusalRefillMs) / 1000));
     },
-    refund(address) {
+    refused(address) {
       const at = now();
-      const tokens = Math.min(limits.refusalsBurst, tokensOf(address, at) + 1);
-      if (tokens >= limits.refusalsBurst) buckets.delete(address);
-      else buckets.set(address, { tokens, at });
+      buckets.set(address, { tokens: Math.max(floor, tokensOf(address, at) - 1), at });
     },
     get size() {
       return buckets.size;

@@ -162,8 +162,10 @@ export function createStationConnections(options: StationConnectionsOptions): St
     const address = loginAddress(request, options.trustProxy);
     const throttled = gate.admit(address);
     if (throttled) return refuse(identity, throttled.status, throttled.reason, throttled.retryAfterSeconds);
-    // A refusal keeps the allowance admit() took; the other ends give it back.
-    const refused = (status: 401 | 404, reason: string) => refuse(identity, status, reason);
+    const refused = (status: 401 | 404, reason: string) => {
+      gate.refused(address);
+      return refuse(identity, status, reason);
+    };
     // Before any hash: an unknown identity costs one indexed read and nothing else.
     const asset = await logins.push(identity);
     if (!asset) return refused(404, 'unknown identity');
@@ -186,7 +188,6 @@ export function createStationConnections(options: StationConnectionsOptions): St
       const answer = gate.deferred(matched, address);
       return refuse(identity, answer.status, answer.reason, answer.retryAfterSeconds);
     }
-    gate.notRefused(address);
     const protocol = PROTOCOL[asset.ocppVersion];
     if (!upgrade.offeredProtocols.has(protocol)) {
       log.info({ station: identity, protocol }, 'station did not offer its subprotocol; closing');

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FairQueue, type Queued } from '../../src/stations/fair-queue.js';
-import { LOGIN_THROTTLE_LIMITS, createLoginThrottle, loginAddress } from '../../src/stations/login-throttle.js';
+import { LOGIN_THROTTLE_LIMITS, MAX_DEBT_BURSTS, createLoginThrottle, loginAddress } from '../../src/stations/login-throttle.js';
 import { LOGIN_MEMORY_LIMITS, chooseSlowCheck, createLoginMemory, type SlowCandidate } from '../../src/stations/credential-choice.js';
 import { LOGIN_LIMITS } from '../../src/stations/login-gate.js';
 
@@ -98,13 +98,14 @@ describe('the login throttle', () => {
         const through: number[] = [];
         for (const gap of gaps) {
           clock += gap;
-          const wait = throttle.take('a');
+          const wait = throttle.retryAfterSeconds('a');
           if (wait > 0) {
             // Waiting as told lets the next one through.
             expect(wait).toBeLessThanOrEqual(Math.ceil(refill / 1000));
             continue;
           }
           through.push(clock);
+          throttle.refused('a');
         }
         for (let i = 0; i < through.length; i++) {
           for (let j = i; j < through.length; j++) {
@@ -115,56 +116,54 @@ describe('the login throttle', () => {
     );
   });
 
-  it('counts addresses apart, lets an address in again after Retry-After, and forgets the least recently used address at its cap', () => {
+  it('counts addresses apart, lets an address in again after Retry-After, and forgets the least recently refused address at its cap', () => {
     let clock = 0;
     const throttle = createLoginThrottle({ refusalsBurst: 3, refusalRefillMs: 2000, trackedAddresses: 2 }, () => clock);
-    for (let i = 0; i < 3; i++) expect(throttle.take('a')).toBe(0);
-    expect(throttle.take('a')).toBe(2);
-    expect(throttle.take('b')).toBe(0);
+    for (let i = 0; i < 3; i++) throttle.refused('a');
+    expect(throttle.retryAfterSeconds('a')).toBe(2);
+    expect(throttle.retryAfterSeconds('b')).toBe(0);
     clock += 1000;
-    expect(throttle.take('a')).toBe(1);
+    expect(throttle.retryAfterSeconds('a')).toBe(1);
     clock += 1000;
-    expect(throttle.take('a')).toBe(0);
-    expect(throttle.take('b')).toBe(0);
-    expect(throttle.take('c')).toBe(0);
+    expect(throttle.retryAfterSeconds('a')).toBe(0);
+    throttle.refused('a');
+    throttle.refused('b');
+    throttle.refused('c');
     // At the cap of 2, 'a' was forgotten: it starts again with a full allowance.
     expect(throttle.size).toBe(2);
-    for (let i = 0; i < 3; i++) expect(throttle.take('a')).toBe(0);
+    for (let i = 0; i < 2; i++) throttle.refused('a');
+    expect(throttle.retryAfterSeconds('a')).toBe(0);
   });
 
-  it('property: with the clock standing still, logins under way never hold more than the burst, however takes and refunds interleave', () => {
-    fc.assert(
-      fc.property(fc.array(fc.boolean(), { maxLength: 300 }), fc.integer({ min: 1, max: 30 }), (steps, burst) => {
-        const throttle = createLoginThrottle({ refusalsBurst: burst, refusalRefillMs: 1000, trackedAddresses: 10 }, () => 0);
-        let underWay = 0;
-        for (const takeOne of steps) {
-          if (takeOne) {
-            if (throttle.take('a') === 0) underWay += 1;
-          } else if (underWay > 0) {
-            throttle.refund('a');
-            underWay -= 1;
-          }
-          expect(underWay).toBeLessThanOrEqual(burst);
-        }
-        // Every one given back: the whole burst is free again.
-        for (; underWay > 0; underWay--) throttle.refund('a');
-        for (let i = 0; i < burst; i++) expect(throttle.take('a')).toBe(0);
-        expect(throttle.take('a')).toBeGreaterThan(0);
-      }),
-    );
-  });
-
-  it('forgets an address once its allowance has refilled or been given back', () => {
+  it('forgets an address once its allowance has refilled', () => {
     let clock = 0;
     const throttle = createLoginThrottle({ refusalsBurst: 2, refusalRefillMs: 1000, trackedAddresses: 10 }, () => clock);
-    throttle.take('a');
+    throttle.refused('a');
     expect(throttle.size).toBe(1);
     clock += 1000;
-    expect(throttle.take('b')).toBe(0);
-    throttle.refund('b');
-    expect(throttle.take('a')).toBe(0);
-    throttle.refund('a');
+    expect(throttle.retryAfterSeconds('a')).toBe(0);
     expect(throttle.size).toBe(0);
+  });
+
+  it('property: logins refused together put the address in debt, so a burst buys no more refusals over time than the same logins sent one by one (down to the debt floor)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1, max: 400 }), fc.integer({ min: 100, max: 5000 }), (burst, together, refill) => {
+        let clock = 0;
+        const throttle = createLoginThrottle({ refusalsBurst: burst, refusalRefillMs: refill, trackedAddresses: 10 }, () => clock);
+        // All admitted at once (the allowance is read before any of them is refused), then all refused.
+        expect(throttle.retryAfterSeconds('a')).toBe(0);
+        for (let i = 0; i < together; i++) throttle.refused('a');
+        const owed = Math.min(together, burst * (MAX_DEBT_BURSTS + 1));
+        // The next refusal is allowed only once every refusal beyond the burst has been refilled.
+        const waitMs = (owed - burst + 1) * refill;
+        if (waitMs > 0) {
+          clock = waitMs - 1;
+          expect(throttle.retryAfterSeconds('a')).toBeGreaterThan(0);
+        }
+        clock = Math.max(waitMs, 0);
+        expect(throttle.retryAfterSeconds('a')).toBe(0);
+      }),
+    );
   });
 
   it('has the numbers the operators’ documentation states', () => {
