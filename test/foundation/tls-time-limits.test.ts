@@ -1,15 +1,13 @@
 // The OCPP TLS listener (OCPP_TLS_PORT) keeps the API port's time limits: a connection that never
 // completes its TLS handshake, or whose request never arrives, is ended within REQUEST_TIMEOUT_MS
 // and Node's checking interval. The certificate is made for the test by the machine's openssl.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { connect as connectTcp } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { connect as connectTls } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenOcppTls, type OcppTlsListener } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { selfSignedCertificate } from '../helpers/tls-certificate.js';
 
 const LIMIT_MS = 1000;
 // What the contract allows after the limit before the request is ended.
@@ -23,15 +21,8 @@ let dir: string;
 let ca: Buffer;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'tls-limits-'));
-  const certFile = join(dir, 'cert.pem');
-  const keyFile = join(dir, 'key.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    '-keyout', keyFile, '-out', certFile,
-  ], { stdio: 'ignore' });
-  ca = readFileSync(certFile);
+  let certFile: string, keyFile: string;
+  ({ dir, certFile, keyFile, ca } = selfSignedCertificate('tls-limits-'));
   t = await createTestApp({ env: { REQUEST_TIMEOUT_MS: String(LIMIT_MS) } });
   tls = await listenOcppTls(t.app, { host: '127.0.0.1', port: 0, certFile, keyFile, requestTimeoutMs: t.config.requestTimeoutMs, backlog: 511 });
 });

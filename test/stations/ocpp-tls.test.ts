@@ -1,11 +1,8 @@
 // Security profile 2 over the service's own TLS listener (OCPP_TLS_PORT, contract §8.1), with a
 // certificate made for the test. node:crypto cannot write X.509 certificates and no JavaScript
 // library for it is installed, so the machine's openssl command makes it.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { request } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenOcppTls, type OcppTlsListener } from '../../src/lifecycle.js';
@@ -13,6 +10,7 @@ import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';
 import { provisionStation, refusedWith, stationClient } from '../helpers/station-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
+import { selfSignedCertificate } from '../helpers/tls-certificate.js';
 
 
 let t: TestApp;
@@ -23,15 +21,8 @@ let plain: string;
 let secure: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'ocpp-tls-'));
-  const certFile = join(dir, 'cert.pem');
-  const keyFile = join(dir, 'key.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    '-keyout', keyFile, '-out', certFile,
-  ], { stdio: 'ignore' });
-  ca = readFileSync(certFile);
+  let certFile: string, keyFile: string;
+  ({ dir, certFile, keyFile, ca } = selfSignedCertificate('ocpp-tls-'));
   // The default minimum profile, 2.
   t = await createTestApp({ passwordHashParams: CHEAP_HASH });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
