@@ -59,11 +59,11 @@ const envSchema = z.object({
   // retries after 1, 3, 7, 15 s. Linux caps it at net.core.somaxconn.
   LISTEN_BACKLOG: z.coerce.number().int().min(1).max(65_535).default(4096),
   OCPP_HEARTBEAT_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
-  // A socket that misses one ping is closed at the next: dead within twice this (contract §8.1: 60 s).
+  // A socket that misses one ping is closed at the next: dead within twice this (at most 60 s).
   OCPP_PING_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(30).default(30),
-  // A replica that dies reads disconnected once its lease runs out (contract §8.3: within 60 s).
+  // A replica that dies reads disconnected once its lease runs out (within 60 s).
   OCPP_LEASE_SECONDS: z.coerce.number().int().min(1).max(60).default(30),
-  // How long a password change waits for the station's answer (contract §8.2); any value ≥ 1.
+  // How long a password change waits for the station's answer; any value ≥ 1.
   OCPP_CALL_TIMEOUT_SECONDS: z.coerce.number().int().min(1).default(30),
   OCPP_TLS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   OCPP_TLS_CERT_FILE: z.string().min(1).optional(),

@@ -72,7 +72,7 @@ export class ConflictError extends AppError {
   }
 }
 
-// An Idempotency-Key already used, within its lifetime, for a different request (422, contract §4).
+// An Idempotency-Key already used, within its lifetime, for a different request (422).
 export class IdempotencyKeyReusedError extends AppError {
   constructor(message: string) {
     super('unprocessable', message, 'IDEMPOTENCY_KEY_REUSED');

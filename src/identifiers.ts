@@ -48,7 +48,7 @@ export type TextProblem = 'empty' | 'blank' | 'too_long' | 'forbidden_character'
 
 export interface IdentifierRule {
   maxLength: number;
-  // The ID must be found again through a comma-separated, trimmed list (contract §9).
+  // The ID must be found again through a comma-separated, trimmed list.
   listed: boolean;
 }
 

@@ -89,7 +89,7 @@ export interface OcppTlsListener {
   close(): Promise<void>;
 }
 
-// The service's own TLS listener for OCPP security profile 2 (contract §8.1): stations connect
+// The service's own TLS listener for OCPP security profile 2: stations connect
 // with wss:// to this port and reach the same endpoint as on the plain port, which knows the
 // connection is encrypted. It serves nothing but the OCPP upgrade.
 export async function listenOcppTls(

@@ -243,7 +243,7 @@ export const messageBody = z.object({ message: z.string() });
 
 const typed = (type: string, codes: readonly [string, ...string[]]) => z.object({ type: z.literal(type), code: z.enum(codes), message: z.string() });
 
-// The asset-management family's error bodies by status (spec §7, contract §4): `{ type, code,
+// The asset-management family's error bodies by status: `{ type, code,
 // message }`, but `{ message }` for 401, 403 and 429. The API reference takes every operation's
 // answers from here; an operation names the codes its 404 and 409 carry, and whether it takes an
 // Idempotency-Key (its 422).
@@ -284,7 +284,7 @@ export function assetManagementResponses<Success extends Record<number, z.ZodTyp
   const types = { 404: 'NOT_FOUND', 409: 'CONFLICT' } as const;
   for (const status of [404, 409] as const) {
     let answer = own[status];
-    // A key whose first request is still running is the operation's 409 too (contract §4).
+    // A key whose first request is still running is the operation's 409 too.
     if (status === 409 && own.idempotencyKey) answer = withKeyInUse(answer);
     if (!answer) continue;
     const body = typed(types[status], answer.codes).describe(answer.means);

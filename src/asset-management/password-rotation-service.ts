@@ -1,4 +1,4 @@
-// Changing an asset's password (contract §7, §8.2): stored at once while the station has never
+// Changing an asset's password: stored at once while the station has never
 // logged in, or by force; otherwise delivered to the station and switched only on its answer.
 // Every change of the credential slots is a short row-locked transaction that decides with
 // rotation.ts; none is open while the station is waited for.

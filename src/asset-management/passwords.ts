@@ -195,8 +195,8 @@ export function hashGeneratedPassword(password: string): string {
   return `hmac-sha256$${salt.toString('base64')}$${hmac(password, salt).toString('base64')}`;
 }
 
-// The one place that decides how an asset's new password is stored: 1.6 hex text in lowercase
-// (contract §8.1), generated ones with HMAC, supplied ones with argon2id.
+// The one place that decides how an asset's new password is stored: 1.6 hex text in lowercase,
+// generated ones with HMAC, supplied ones with argon2id.
 export async function hashAssetPassword(
   version: OcppVersion,
   password: string,
@@ -271,7 +271,7 @@ function verifyHmac(password: string, encoded: string): boolean {
 
 const HEX_TEXT = /^(?:[0-9A-Fa-f]{2}){16,20}$/;
 
-// What a station's Basic Auth password bytes stand for, as the text the API took (contract §8.1),
+// What a station's Basic Auth password bytes stand for, as the text the API took,
 // or null when they cannot be a password of that version at all (refused without hashing).
 // 2.0.1 sends the passwordString as UTF-8. 1.6 sends the AuthorizationKey's 16-20 raw bytes, which
 // are compared as their hex text; 32-40 bytes of hex text are the common station quirk of sending

@@ -1,4 +1,4 @@
-// The rotation of a station's password (contract §8.2) as a state machine, without I/O. The
+// The rotation of a station's password as a state machine, without I/O. The
 // service, the station login and the repository's guarded statements take their decisions from
 // here; `step` composes them so that a property test can drive every interleaving.
 //

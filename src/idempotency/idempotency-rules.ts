@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 // A key lives this long from its first request; a later reuse is a fresh request (Stripe: 24 h).
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 60 * 60 * 1000;
 
-// The asset-management family's code for a key whose first request still runs (contract §4); the
+// The asset-management family's code for a key whose first request still runs; the
 // payments family's 409 is always CONFLICT.
 export const IDEMPOTENCY_KEY_IN_USE = 'IDEMPOTENCY_KEY_IN_USE';
 const MAX_KEY_LENGTH = 255;

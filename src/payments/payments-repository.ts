@@ -9,8 +9,8 @@ export type SessionPaymentRow = typeof sessionPayments.$inferSelect;
 export type NewSessionPaymentRow = typeof sessionPayments.$inferInsert;
 
 declare const paymentJson: unique symbol;
-// A payment's SessionPayment JSON (spec §2.1) as the database rendered it into the document
-// column: the only rendering there is, sent as is by every answer (contract §9).
+// A payment's SessionPayment JSON as the database rendered it into the document
+// column: the only rendering there is, sent as is by every answer.
 export type SessionPaymentJson = string & { readonly [paymentJson]: true };
 
 const p = sessionPayments;
@@ -100,7 +100,7 @@ export async function findPaymentState(
 }
 
 // ---------------------------------------------------------------------------------------------
-// The SessionPayment JSON (spec §2.1) is rendered by PostgreSQL into each row's document column
+// The SessionPayment JSON is rendered by PostgreSQL into each row's document column
 // whenever the row is written (the session_payments_render trigger, migrations/0003 and 0004), and
 // every answer sends that text: RETURNING document on writes, the column on reads. No answer
 // formats a payment in Node, so the list and the single answers cannot disagree, numbers

@@ -20,7 +20,7 @@ import {
 
 const tags = ['payments'];
 
-// Answers are JSON text the database rendered (one rendering per payment, contract §9): with a
+// Answers are JSON text the database rendered (one rendering per payment): with a
 // JSON content type Fastify sends a string as is, never through the serializer.
 function sendPayment(reply: FastifyReply, json: SessionPaymentJson) {
   return reply.type('application/json').send(json as unknown as SessionPayment);
@@ -28,7 +28,7 @@ function sendPayment(reply: FastifyReply, json: SessionPaymentJson) {
 
 // The payments family, registered with the prefix /payments/v1: its errors, the root hooks' 401
 // and 429 included (Fastify answers a route's errors with its own context's handler), take the
-// shapes of spec §7.
+// shapes the README's Errors section lists.
 export const PAYMENTS_PREFIX = '/payments/v1';
 
 export async function paymentsRoutes(app: FastifyInstance): Promise<void> {

@@ -204,7 +204,7 @@ export const collectBodySchema = z
 export const paymentIdParamsSchema = z.object({ id: unlistedId.meta({ example: 'pmt_01JJZK6C2B8X5Q4W7R9T3V1N2M' }) });
 
 // ---------------------------------------------------------------------------------------------
-// Responses (spec §2.1, fields in the spec's order)
+// Responses (fields in the spec's order)
 
 // What the record example above is answered with (the id and the times of writing aside).
 const PAYMENT_EXAMPLE = {
@@ -283,7 +283,7 @@ const messageOnly = z.object({ message: z.string() });
 const coded = <Code extends string, Status extends number>(code: Code, status: Status) =>
   z.object({ code: z.literal(code), message: z.string(), status: z.literal(status) });
 
-// The payments family's error bodies by status (spec §7, contract §4), each with what it means
+// The payments family's error bodies by status, each with what it means
 // when an operation does not say more. The API reference takes every operation's answers from here.
 const PAYMENTS_ERRORS = {
   400: { body: validationErrorSchema, means: 'The query, path or body is invalid' },

@@ -9,7 +9,7 @@ import type { SessionPaymentJson } from './payments-repository.js';
 import type { RecordPaymentInput } from './payments-schemas.js';
 
 // Every answer is JSON text as PostgreSQL rendered it when the row was written (one rendering per
-// payment, contract §9); the routes pass it through.
+// payment); the routes pass it through.
 export async function listSessionPaymentsJson(db: Db, scope: NetworkScope, sessionIds: readonly string[]): Promise<string> {
   // A recorded session ID never contains such characters, so an ID that does has no payment; and
   // PostgreSQL could not even take a NUL as a parameter.

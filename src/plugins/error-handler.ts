@@ -66,7 +66,7 @@ function describeIssue(issue: ValidationIssue): string {
   return `${where}: ${issue.message}`;
 }
 
-// What one error body may carry (contract §9: at most MAX_ISSUES issues, a 400 under 20 KB),
+// What one error body may carry (at most MAX_ISSUES issues, a 400 under 20 KB),
 // whatever produced the issues: messages and keys can echo input (an unknown key of 60 KB), and
 // JSON may escape one character into six bytes, so the issues also stop at a byte budget.
 const MAX_TEXT = 200;

@@ -14,7 +14,7 @@ export interface OpenapiOptions {
   tokenUrl: string;
 }
 
-// The version the spec gives the interface description (spec §9).
+// The version the spec gives the interface description.
 const API_VERSION = '1.404.0';
 
 // Spec §5's meanings of the scopes the operations ask for, shown in the "Authorize" dialog.

@@ -1,4 +1,4 @@
-// Commands for a station held by another replica, and their answers (contract §8.3). With
+// Commands for a station held by another replica, and their answers. With
 // PostgreSQL: LISTEN/NOTIFY on a dedicated connection per replica, one channel per replica, the
 // password sealed to the holding replica's key. With PGlite there is one process, and the path is
 // a function call.

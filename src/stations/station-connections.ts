@@ -296,7 +296,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     onError: (error) => log.warn({ err: loggableError(error) }, 'station endpoint error'),
   });
 
-  // The command of contract §8.2 on a socket this replica holds. Never sent past its deadline.
+  // The password command on a socket this replica holds. Never sent past its deadline.
   async function executeLocally(command: PasswordCommand): Promise<StationAnswer> {
     const entry = held.get(command.assetId);
     const ms = command.deadline - Date.now();

@@ -248,7 +248,7 @@ export async function deleteStationTakeovers(db: Executor, replicaId: string, re
      where t.replica_id = ${replicaId} and t.asset_id = r.asset_id and t.epoch <= r.epoch`);
 }
 
-// lastSeenAt of many stations in one statement (heartbeats are batched, contract §8.1).
+// lastSeenAt of many stations in one statement (heartbeats are batched).
 export async function touchStations(db: Executor, seen: Array<{ assetId: string; epoch: number; lastSeenAt: Date }>): Promise<void> {
   if (seen.length === 0) return;
   await db.execute(sql`

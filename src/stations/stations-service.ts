@@ -2,7 +2,7 @@ import type { Executor } from '../db/database.js';
 import type { StationView } from './station-schemas.js';
 import { findStations } from './stations-repository.js';
 
-// The `station` object of each asset (contract §8.1), in one query for a page of assets.
+// The `station` object of each asset, in one query for a page of assets.
 export async function stationViews(db: Executor, assetIds: string[]): Promise<Map<string, StationView>> {
   const rows = await findStations(db, assetIds);
   return new Map(
