@@ -1,5 +1,5 @@
 // Lint: typescript-eslint's recommended type-aware rules, plus the import direction the
-// architecture depends on (README "Architecture"): routes → services → repositories → db, pure
+// architecture depends on (docs/architecture.md, "Import rules"): routes → services → repositories → db, pure
 // rules import nothing that does I/O, and areas talk through services, never through each
 // other's repositories or routes.
 import js from '@eslint/js';

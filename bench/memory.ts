@@ -1,7 +1,7 @@
 // What a server process holds in memory when it starts: on PGlite with an empty DATA_DIR (the
 // first start, which a container's memory limit must admit), on PGlite again with that folder,
 // and on PostgreSQL for comparison; then a first start under the memory limit a small container
-// has, enforced by the kernel. Figures only, no targets: they go in the README.
+// has, enforced by the kernel. Figures only, no targets: they go in docs/performance.md.
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createBenchTarget } from './database.js';
@@ -12,7 +12,7 @@ import { fmt } from './report.js';
 
 // How long the server is left idle after it answers /readyz before its RSS is read.
 const SETTLE_MS = 5_000;
-// The container limit a first start on the embedded database must fit (README "Memory").
+// The container limit a first start on the embedded database must fit (docs/performance.md, "Memory at start").
 export const FIRST_START_LIMIT_MIB = 512;
 
 export interface StartMemory {

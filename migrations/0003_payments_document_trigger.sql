@@ -1,8 +1,8 @@
--- Renders each session payment's SessionPayment JSON (service spec §2.1: field order, fee keys
+-- Renders each session payment's SessionPayment JSON (the published field order, fee keys
 -- omitted without a fee, date-times ISO 8601 UTC with milliseconds) into session_payments.document
 -- whenever the row is written. The list endpoint, polled by finance systems with 100 IDs, then
 -- concatenates stored text instead of formatting ~35 columns per row on every read.
--- taxConfig is the stored jsonb as text: jsonb orders keys by length, which is the spec's order.
+-- taxConfig is the stored jsonb as text: jsonb orders keys by length, which is the published order.
 -- test/payments/payment-json.test.ts holds this rendering equal to src/payments/payments-repository.ts toSessionPayment.
 CREATE FUNCTION session_payments_render() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

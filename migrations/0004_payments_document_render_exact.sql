@@ -1,9 +1,9 @@
--- The stored document is the one rendering of a payment that every answer sends (contract §9), so
+-- The stored document is the one rendering of a payment that every answer sends (docs/api.md), so
 -- it must not depend on the session that happens to write the row. float8 output follows the
 -- writer's extra_float_digits: at 0 or below (older drivers and tools set it) usages came out with
 -- 15 significant digits, text that parses to a different double than the one stored. The function
 -- now pins extra_float_digits = 1 (shortest text that reads back exactly, PostgreSQL 12+).
--- taxConfig is written member by member in the spec's order, without the spaces jsonb's text
+-- taxConfig is written member by member in the published order, without the spaces jsonb's text
 -- output puts after ':' and ',', like the rest of the document; its numbers keep the exact decimal
 -- jsonb holds. Everything else is as in 0003.
 CREATE OR REPLACE FUNCTION session_payments_render() RETURNS trigger LANGUAGE plpgsql

@@ -135,7 +135,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(idempotency, { db: database.db, clock: options.clock ?? (() => new Date()), leaseMs: inFlightLeaseMs(config.database) });
   await app.register(etag);
   // The embedded issuer's token endpoint is this server's own, so the page names it relatively;
-  // an external provider's follows the service specification's token URL ({auth_url}/oauth/token).
+  // an external provider's is {AUTH_ISSUER}/oauth/token (docs/api.md, Authentication).
   await app.register(openapi, { tokenUrl: config.auth.mode === 'embedded' ? TOKEN_PATH : tokenEndpointOf(config.auth.issuer) });
   // Its start-up work runs under database.withStartupLock, which migrates the database first.
   await app.register(authPlugin, { auth: config.auth, database });

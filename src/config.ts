@@ -40,7 +40,7 @@ const envSchema = z.object({
   AUTH_SIGNING_ALG: z.enum(['ES256', 'RS256']).default('ES256'),
   AUTH_JWKS_CACHE_TTL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
   AUTH_JWKS_REFETCH_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
-  // Contract §9: a revoked client's tokens stop working within 30 s.
+  // A revoked client's tokens stop working within 30 s (docs/api.md, Authentication).
   AUTH_REVOCATION_REFRESH_SECONDS: z.coerce.number().int().min(1).max(30).default(10),
   OCPP_MIN_SECURITY_PROFILE: z.coerce.number().int().min(1).max(3).pipe(z.literal(SECURITY_PROFILES)).default(2),
   RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(6000),

@@ -32,7 +32,7 @@ export function toChargingStationModel(row: ChargingStationModelRow): ChargingSt
     vendor: row.vendor,
     model: row.model,
     powerType: row.powerType,
-    // jsonb reorders keys, so the spec's field order is rebuilt here.
+    // jsonb reorders keys, so the published field order is rebuilt here.
     connectors: row.connectors.map((c) => ({
       id: c.id,
       ...(c.connectionType !== undefined ? { connectionType: c.connectionType } : {}),

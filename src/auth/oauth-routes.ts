@@ -55,7 +55,7 @@ function underIssuer(issuer: string, path: string): string {
   return `${issuer.replace(/\/+$/, '')}${path}`;
 }
 
-// Spec §5: the token endpoint is {auth_url}/oauth/token.
+// An issuer's token endpoint is {issuer}/oauth/token (docs/api.md, Authentication).
 export function tokenEndpointOf(issuer: string): string {
   return underIssuer(issuer, TOKEN_PATH);
 }

@@ -1,4 +1,4 @@
-// The scope names of the token issuer, as the README lists them. The CLI and the token endpoint refuse others.
+// The scope names of the token issuer (docs/api.md, "Operations and scopes"). The CLI and the token endpoint refuse others.
 export const SCOPES = [
   'read:asset',
   'write:asset',

@@ -1,5 +1,5 @@
-// Pure billing calculator for session payments. The arithmetic is the contract in
-// shared/design/billing.md (steps 1-11); keep this file free of I/O so it can be tested alone.
+// Pure billing calculator for session payments: the arithmetic of docs/billing.md ("Steps",
+// 1-11); keep this file free of I/O so it can be tested alone.
 import cc from 'currency-codes';
 import { Decimal } from 'decimal.js';
 

@@ -28,7 +28,7 @@ function sendPayment(reply: FastifyReply, json: SessionPaymentJson) {
 
 // The payments family, registered with the prefix /payments/v1: its errors, the root hooks' 401
 // and 429 included (Fastify answers a route's errors with its own context's handler), take the
-// shapes the README's Errors section lists.
+// shapes docs/api.md, "Errors", lists.
 export const PAYMENTS_PREFIX = '/payments/v1';
 
 export async function paymentsRoutes(app: FastifyInstance): Promise<void> {

@@ -204,7 +204,7 @@ export const collectBodySchema = z
 export const paymentIdParamsSchema = z.object({ id: unlistedId.meta({ example: 'pmt_01JJZK6C2B8X5Q4W7R9T3V1N2M' }) });
 
 // ---------------------------------------------------------------------------------------------
-// Responses (fields in the spec's order)
+// Responses (fields in the order the published interface lists them)
 
 // What the record example above is answered with (the id and the times of writing aside).
 const PAYMENT_EXAMPLE = {

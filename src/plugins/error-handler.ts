@@ -168,7 +168,7 @@ function familyRenderer(shape: FamilyShape): ErrorRenderer {
     }
     const r = render(error);
     if (r.status === 500) request.log.error({ err: loggableError(error) }, 'request failed');
-    // The contract asks for error="invalid_token" on every 401, a missing token included.
+    // error="invalid_token" on every 401, a missing token included (docs/api.md, Authentication).
     if (r.status === 401) reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`);
     if (error instanceof MethodNotAllowedError) reply.header('allow', error.allow.join(', '));
     reply.code(r.status);

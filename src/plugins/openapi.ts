@@ -14,10 +14,10 @@ export interface OpenapiOptions {
   tokenUrl: string;
 }
 
-// The version the spec gives the interface description.
+// The published payments interface's version (docs/api.md, "The API reference and generated clients").
 const API_VERSION = '1.404.0';
 
-// Spec §5's meanings of the scopes the operations ask for, shown in the "Authorize" dialog.
+// What the scopes the operations ask for mean, shown in the "Authorize" dialog.
 const SCOPE_MEANINGS: Partial<Record<Scope, string>> = {
   'read:sessionpayment': 'Retrieve session payments and receipts',
   'write:sessionpayment': 'Record, collect and retrieve session payments',

@@ -122,7 +122,7 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
     pingIntervalMs: options.pingIntervalMs,
     // A station that sent anything (a message, a ping, a pong) within the interval has shown its
     // socket alive, so only silent sockets are pinged; one that stays silent is closed at the
-    // next turn (within 60 s, as the README's station decisions say). Stations heartbeating every 5 s are never pinged: at
+    // next turn (within 60 s: docs/stations.md, "Liveness and lastSeenAt"). Stations heartbeating every 5 s are never pinged: at
     // 10,000 of them that is 333 pings and pongs a second less for the service and the stations.
     deferPingsOnActivity: true,
     respondWithDetailedErrors: false,

@@ -37,7 +37,7 @@ export function ocppIdentity(url: string | undefined, idPattern: RegExp): string
 // station's lastSeenAt in memory; the stored value is written at most once per `seenWriteMs`
 // (10,000 stations heartbeating every 5 s would otherwise be 2,000 writes a second), by a flush
 // every `seenFlushMs` that takes the stations then due. So it lags the last message by at most
-// their sum, which the README's station decisions bound at 60 s.
+// their sum, which docs/stations.md ("Liveness and lastSeenAt") bounds at 60 s.
 export function stationTimings(leaseSeconds: number): { renewMs: number; seenWriteMs: number; seenFlushMs: number } {
   const renewMs = Math.max(100, Math.floor((leaseSeconds * 1000) / 3));
   return { renewMs, seenWriteMs: Math.min(leaseSeconds, 30) * 1000, seenFlushMs: Math.min(1000, renewMs) };

@@ -170,7 +170,7 @@ describe('change-password: generated password', () => {
     expect(data.id).toBe(asset.id);
     expect(data.password).toMatch(pattern);
     expect(await storedPasswordIs(asset.id, data.password)).toBe(true);
-    // Generated: a fast salted HMAC, never the argon2id a person's password gets (contract §7).
+    // Generated: a fast salted HMAC, never the argon2id a person's password gets (docs/rotation.md).
     expect((await row(asset.id)).passwordHash).toMatch(/^hmac-sha256\$/);
     const trail = await audits(asset.id);
     expect(trail).toHaveLength(1);

@@ -40,7 +40,7 @@ async function expectBadRequest(payload: unknown, field: string) {
 }
 
 describe('POST /charging-station-models: success', () => {
-  it('answers 201 with the model in the spec field order, defaults filled in', async () => {
+  it('answers 201 with the model in the published field order, defaults filled in', async () => {
     const body = modelBody();
     const res = await post(body);
     expect(res.statusCode).toBe(201);
@@ -73,7 +73,7 @@ describe('POST /charging-station-models: success', () => {
     expect(data.updatedAt).toBe(data.createdAt);
   });
 
-  it('carries every optional field, connector extensions in the spec order', async () => {
+  it('carries every optional field, connector extensions in the published order', async () => {
     const body = modelBody({
       powerType: 'DC',
       connectors: [

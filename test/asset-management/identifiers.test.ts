@@ -1,4 +1,4 @@
-// Identifier and name rules of the asset-management family (contract §9): Cc/Cf, NFC, commas.
+// Identifier and name rules of the asset-management family (docs/api.md): Cc/Cf, NFC, commas.
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/test-app.js';
 import { ASSET_WRITER, BAD_REQUEST, MODEL_ADMIN, createAsset, familyError, modelBody, unique, uniqueNetwork } from '../helpers/asset-factory.js';

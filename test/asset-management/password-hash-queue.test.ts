@@ -1,4 +1,4 @@
-// Password hashing runs with bounded concurrency (contract §9): every slow hash of the process,
+// Password hashing runs with bounded concurrency (docs/rotation.md): every slow hash of the process,
 // hashing and verification alike, takes its turn in one queue.
 import { availableParallelism } from 'node:os';
 import { setImmediate as tick } from 'node:timers/promises';

@@ -1,4 +1,4 @@
-// The rotation state machine of contract §8.2, driven by random interleavings of API requests,
+// The rotation state machine of docs/rotation.md, driven by random interleavings of API requests,
 // station answers, logins, disconnects and replica deaths, against a model of what an honest
 // station may hold.
 import fc from 'fast-check';

@@ -113,7 +113,7 @@ describe('the service behind PgBouncer 1.18 in transaction mode (PostgreSQL + Pg
         api(a.base, '/payments/v1/session-payments?sessionIds=ses_pooler_timeout'),
         api(b.base, '/payments/v1/session-payments', paymentBody({ network: 'net_pooler' })),
       ]);
-      // The contract's bound for the answer; the client's own read timeout comes only later
+      // The bound for the answer (503 within the statement timeout); the client's own read timeout comes only later
       // (statement timeout + 1 s) and would leave the statements waiting on the server.
       expect(Date.now() - started).toBeLessThan(STATEMENT_TIMEOUT_MS + 4000);
       for (const res of [list, write]) {

@@ -1,4 +1,4 @@
-// The embedded database's folder is held by one process at a time (contract §1), tried with real
+// The embedded database's folder is held by one process at a time (docs/operations.md), tried with real
 // server and CLI processes.
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

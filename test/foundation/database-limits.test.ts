@@ -1,4 +1,4 @@
-// Database time limits and unavailability (contract §9): statement timeout, pool acquisition
+// Database time limits and unavailability (docs/api.md, "When something fails"): statement timeout, pool acquisition
 // timeout, readiness that answers within 2 s, start-up that may wait for the migration lock.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LightMyRequestResponse } from 'fastify';
@@ -21,7 +21,7 @@ function expect503(res: LightMyRequestResponse, body: Record<string, unknown>) {
   expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
 }
 
-// The readiness answer, or 'no answer' when it takes longer than the 2 s the contract allows.
+// The readiness answer, or 'no answer' when it takes longer than the 2 s a readiness check may take.
 async function readinessWithin2s(t: TestApp): Promise<number | 'no answer'> {
   const timer = sleep(2000, 'no answer' as const);
   return Promise.race([t.app.inject({ url: '/readyz' }).then((res) => res.statusCode), timer]);

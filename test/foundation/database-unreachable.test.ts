@@ -264,7 +264,7 @@ onServer?.('the database coming back (PostgreSQL)', () => {
     await proxy.start();
     const back = Date.now();
     let answers: number[] = [];
-    // The bound is the contract's "within a few seconds", not a speed check.
+    // The bound is "within a few seconds" (docs/api.md, "When something fails"), not a speed check.
     while (Date.now() - back < 5000) {
       const token = await tokenRequest(t, client.clientId, client.clientSecret);
       answers = [(await list()).statusCode, (await t.app.inject({ url: '/readyz' })).statusCode, token.statusCode];

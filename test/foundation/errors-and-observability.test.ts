@@ -155,7 +155,7 @@ describe('errors, request ids, logs, metrics and docs', () => {
     expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
     expect(doc.paths).toHaveProperty('/oauth/token');
     expect(doc.components.securitySchemes).toHaveProperty('bearerAuth');
-    // probes and test-only routes are not part of the published contract
+    // probes and test-only routes are not part of the published API
     expect(doc.paths).not.toHaveProperty('/healthz');
     expect(doc.paths).not.toHaveProperty('/metrics');
   });
@@ -194,7 +194,7 @@ describe('readiness', () => {
   });
 });
 
-// Contract §9: a 400 lists at most 100 issues (the first found) and its body stays under 20 KB.
+// docs/api.md, "Errors": a 400 lists at most 100 issues (the first found) and its body stays under 20 KB.
 describe('bounded 400s', () => {
   const MAX_BODY_BYTES = 20 * 1024;
   let t: TestApp;

@@ -1,5 +1,5 @@
-// Idempotency-Key on record payment, collect, create model and create asset (issue 14, contract
-// §4): a retry with the key replays the first answer byte for byte, another request with it is a
+// Idempotency-Key on record payment, collect, create model and create asset (docs/api.md,
+// "Idempotency"): a retry with the key replays the first answer byte for byte, another request with it is a
 // 422, a request while the first still runs is a 409, a 5xx gives the key back, keys live 24 h.
 import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';

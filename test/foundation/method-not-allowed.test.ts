@@ -1,5 +1,5 @@
 // A known path asked with a method it does not serve: 405 with Allow, in the family's shape
-// (contract §4), derived from the registered routes.
+// (docs/api.md, "Errors"), derived from the registered routes.
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/test-app.js';
 

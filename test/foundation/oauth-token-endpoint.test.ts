@@ -369,7 +369,7 @@ describe('embedded issuer with RS256', () => {
   });
 });
 
-// Contract §9: whatever bytes a token request carries, the answer is an RFC 6749 400 invalid_request
+// Whatever bytes a token request carries, the answer is an RFC 6749 400 invalid_request
 // or 401 invalid_client, never a 500 (PostgreSQL refuses NUL in text, so it must not get there).
 describe('token requests carrying control characters, wrong types or overlong values', () => {
   let t: ProbeApp;

@@ -10,7 +10,7 @@ import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { selfSignedCertificate } from '../helpers/tls-certificate.js';
 
 const LIMIT_MS = 1000;
-// What the contract allows after the limit before the request is ended.
+// How long after the limit the request may take to be ended (docs/api.md, "Errors": at most 1 s; 2 s of room here).
 const GRACE_MS = 2000;
 // A safety net for a hung test, far above the bound asserted.
 const GIVE_UP_MS = 15_000;

@@ -97,7 +97,8 @@ describe('bearer token verification (embedded issuer)', () => {
   it('answers a missing Authorization header with 401 and an invalid_token Bearer challenge', async () => {
     const res = await probe(undefined);
     expectBearer401(res);
-    // RFC 6750 §3.1: no error code when the request carried no authentication at all
+    // RFC 6750 §3.1 would send no error code without any authentication; the service sends
+    // invalid_token on every 401 (docs/api.md, Authentication).
     expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token", error_description="Access token is missing"');
   });
 

@@ -76,7 +76,7 @@ export function codedError(status: 403 | 404 | 409 | 500) {
 
 const ISSUE_KEYS = ['code', 'message', 'path'];
 
-// Every answer of the payments family has exactly the shape of spec §7 for its status.
+// Every answer of the payments family has exactly its status's shape (docs/api.md, "Errors").
 export function expectPaymentsShape(res: LightMyRequestResponse): void {
   expect(res.statusCode, res.body).toBeLessThan(500);
   expect(res.headers['content-type']).toMatch(/^application\/json/);

@@ -1,4 +1,4 @@
-// The SessionPayment JSON (spec §2.1) built in TypeScript from a stored row: the tests' independent
+// The SessionPayment JSON (the published shape) built in TypeScript from a stored row: the tests' independent
 // account of what the database's one rendering (the session_payments_render trigger) must say.
 // It must give the same keys in the same order with the same values; the service itself never
 // uses it.
@@ -42,7 +42,7 @@ export function toSessionPayment(row: SessionPaymentRow): SessionPayment {
   };
 }
 
-// Members keep their presence (absent stays absent, null stays null) but take the spec's order.
+// Members keep their presence (absent stays absent, null stays null) but take the published order.
 function taxConfigOf(stored: NonNullable<SessionPaymentRow['taxConfig']>): NonNullable<SessionPayment['taxConfig']> {
   const out: NonNullable<SessionPayment['taxConfig']> = {};
   if ('totalPercentSalesTax' in stored) out.totalPercentSalesTax = stored.totalPercentSalesTax ?? null;

@@ -153,7 +153,7 @@ describe('FREE payments', () => {
 
 // ---------------------------------------------------------------------------------------------
 // Properties. The reference below is written with BigInt rationals rather than decimal.js so
-// that it is an independent implementation of billing.md, not a copy of the code under test.
+// that it is an independent implementation of docs/billing.md, not a copy of the code under test.
 
 interface Rat { n: bigint; d: bigint } // d > 0
 
@@ -250,7 +250,7 @@ function totalCost(i: BillingInput): number {
   return i.costs.energy + i.costs.idle + i.costs.flat + i.costs.time;
 }
 
-describe('billing properties (billing.md)', () => {
+describe('billing properties (docs/billing.md)', () => {
   it('invariant: billed = P + F - adj + totalTaxAmount', () => {
     fc.assert(
       fc.property(billingInput, (i) => {

@@ -1,4 +1,4 @@
-// POST /payments/v1/session-payments/{id}/collect (contract §5).
+// POST /payments/v1/session-payments/{id}/collect (docs/api.md, "Session payments").
 import { describe, expect, it } from 'vitest';
 import type { SessionPayment } from '../../src/payments/payments-schemas.js';
 import { useTestApp } from '../helpers/test-app.js';

@@ -1,4 +1,4 @@
-// Identifier rules of the payments family (contract §9): IDs the list must find again, Cc/Cf, NFC.
+// Identifier rules of the payments family (docs/api.md, "Session payments"): IDs the list must find again, Cc/Cf, NFC.
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/test-app.js';
 import {

@@ -1,4 +1,4 @@
-// GET /payments/v1/session-payments: spec §4.1, contract §5.
+// GET /payments/v1/session-payments (docs/api.md, "Session payments").
 import { describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/test-app.js';
 import {

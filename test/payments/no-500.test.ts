@@ -1,4 +1,4 @@
-// No input, however malformed, produces a 500 (contract §4): random query strings, random JSON
+// No input, however malformed, produces a 500 (docs/api.md, "Errors"): random query strings, random JSON
 // and mutated valid bodies get a 2xx or a 4xx in the payments shape.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// A payment's JSON is one text (contract §9): the database renders it when the row is written
+// A payment's JSON is one text (docs/api.md, "Session payments"): the database renders it when the row is written
 // (trigger session_payments_render) and every answer (record, read, collect, list) sends that
 // text. These tests hold the answers byte-identical to one another, and the text equal to an
 // independent account built in TypeScript from the stored row (test/helpers/session-payment-oracle.ts),

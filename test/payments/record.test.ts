@@ -1,4 +1,4 @@
-// POST /payments/v1/session-payments (contract §5, billing.md) and GET one.
+// POST /payments/v1/session-payments (docs/api.md, "Session payments"; docs/billing.md) and GET one.
 import { describe, expect, it } from 'vitest';
 import { findPgError } from '../../src/db/database.js';
 import type { BillingInput } from '../../src/payments/billing.js';
@@ -77,7 +77,7 @@ describe('record', () => {
     expect(Date.parse(payment.recordedAt)).toBeLessThanOrEqual(Date.now() + 1000);
   });
 
-  it('a fee adds both fee fields in the spec order; no fee or a zero fee omits both', async () => {
+  it('a fee adds both fee fields in the published order; no fee or a zero fee omits both', async () => {
     const withFee = await recordPayment(t, { additionalFee: 108, priceAdjustment: { id: 'padj_9', amount: 10, maxAdjustment: 50.5 } });
     expect(Object.keys(withFee)).toEqual(SPEC_KEYS);
     expect(withFee.additionalFee).toBe(108);

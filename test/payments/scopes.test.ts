@@ -1,4 +1,4 @@
-// Authentication and scopes of every payments route (spec §5, contract §3): 401 → 403 → 400.
+// Authentication and scopes of every payments route (docs/api.md, "Operations and scopes"): 401 → 403 → 400.
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/test-app.js';
 import { LIST_URL, READ, RECORD_URL, WRITE, collectUrl, oneUrl, paymentBody, recordPayment } from '../helpers/payments-factory.js';

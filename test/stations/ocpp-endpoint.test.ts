@@ -1,4 +1,4 @@
-// Stations connect over OCPP-J and log in with the password the service stores (contract §8.1).
+// Stations connect over OCPP-J and log in with the password the service stores (docs/stations.md).
 // The station is ocpp-rpc's RPCClient: a real implementation of the other side.
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -569,7 +569,7 @@ describe('two replicas on one database', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Two real service processes on one PostgreSQL database (contract §8.3): a station connected to
+// Two real service processes on one PostgreSQL database (docs/stations.md, "Connection state"): a station connected to
 // one reads connected through the other; a replica that stops marks its stations disconnected; a
 // replica that dies is found out by its lease; the lease survives terminated backends.
 

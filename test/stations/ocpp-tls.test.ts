@@ -1,4 +1,4 @@
-// Security profile 2 over the service's own TLS listener (OCPP_TLS_PORT, contract §8.1), with a
+// Security profile 2 over the service's own TLS listener (OCPP_TLS_PORT, docs/stations.md), with a
 // certificate made for the test. node:crypto cannot write X.509 certificates and no JavaScript
 // library for it is installed, so the machine's openssl command makes it.
 import { rmSync } from 'node:fs';

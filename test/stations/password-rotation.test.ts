@@ -1,4 +1,4 @@
-// Change-password reaches the station (contract §8.2): the stored credential switches only on the
+// Change-password reaches the station (docs/rotation.md): the stored credential switches only on the
 // station's Accepted, any other answer changes nothing, an unknown outcome keeps both until the
 // station logs in with one. The station is ocpp-rpc's RPCClient, both OCPP versions.
 import { asc, eq } from 'drizzle-orm';

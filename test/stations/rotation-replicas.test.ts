@@ -1,4 +1,4 @@
-// Password changes across replicas (contract §8.3): the replica holding the station's socket sends
+// Password changes across replicas (docs/rotation.md, "Across replicas"): the replica holding the station's socket sends
 // the command, the answer comes back; the password crosses only sealed; a replica that dies
 // mid-call leaves the rotation UNCONFIRMED. Two real service processes on one PostgreSQL database.
 import type { ChildProcess } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Stations are refused or wait, never crash the process (contract §8.1, §9): crowds of refused
+// Stations are refused or wait, never crash the process (docs/stations.md): crowds of refused
 // stations retrying together, a database that answers slowly during a login storm, garbage and
 // oversized frames, a flood of calls, and upgrade requests that never finish arriving.
 import { connect, type AddressInfo, type Socket } from 'node:net';

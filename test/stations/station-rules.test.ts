@@ -70,7 +70,7 @@ describe('readCredentials', () => {
 });
 
 describe('stationTimings', () => {
-  it('for every OCPP_LEASE_SECONDS the config accepts (1-60, all of them), the stored lastSeenAt lags by at most 60 s (contract §8.1), each station is written at most once per 30 s or per lease, and the lease is renewed three times before it runs out', () => {
+  it('for every OCPP_LEASE_SECONDS the config accepts (1-60, all of them), the stored lastSeenAt lags by at most 60 s, each station is written at most once per 30 s or per lease, and the lease is renewed three times before it runs out', () => {
     expect(loadConfig({ OCPP_LEASE_SECONDS: '1' }).ocpp.leaseSeconds).toBe(1);
     expect(loadConfig({ OCPP_LEASE_SECONDS: '60' }).ocpp.leaseSeconds).toBe(60);
     expect(() => loadConfig({ OCPP_LEASE_SECONDS: '0' })).toThrow();

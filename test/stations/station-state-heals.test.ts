@@ -1,7 +1,7 @@
 // The connection table heals after a failed write: a disconnect whose release is lost still reads
-// `connected: false` within 5 s (contract §8.1), rows this replica holds no connection for are
+// `connected: false` within 5 s (docs/stations.md, "Connection state after a failure"), rows this replica holds no connection for are
 // released at its lease renewal, and `force: true` stores a change for every station without an
-// open socket, whatever a stale row says (§8.2). Real OCPP-J clients play the stations.
+// open socket, whatever a stale row says. Real OCPP-J clients play the stations.
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { asc, eq, sql } from 'drizzle-orm';
@@ -54,7 +54,7 @@ async function closed(client: StationClient): Promise<void> {
   await done;
 }
 
-// The bound of contract §8.1, from the moment the fault hit: polled, not a speed check.
+// The bound of docs/stations.md ("Connection state after a failure"), from the moment the fault hit: polled, not a speed check.
 async function disconnectedWithin(id: string, ms: number): Promise<void> {
   await vi.waitFor(async () => expect(await readStation(id)).toMatchObject({ connected: false }), { timeout: ms, interval: 100 });
 }
