@@ -181,7 +181,7 @@ export const rotationOutput = z
     state: z
       .enum(ROTATION_STATES)
       .describe(
-        'IN_FLIGHT: sent, answer awaited; UNCONFIRMED: outcome unknown, both passwords accepted until the station logs in with one; ACCEPTED, REJECTED: the station answered; CONFIRMED, DISCARDED: an UNCONFIRMED change ended by a login with the new or the old password; FORCED, PROVISIONED: stored at once',
+        'IN_FLIGHT: sent, answer awaited; UNCONFIRMED: outcome unknown, both passwords accepted until the station logs in with one; ACCEPTED, REJECTED: the station answered; CONFIRMED, DISCARDED: an UNCONFIRMED change ended by a login with the new or the old password; FORCED, PROVISIONED: stored at once; ROLLED_BACK: the password the change before replaced is the only one again',
       ),
     requestedAt: dateTime,
     resolvedAt: dateTime.nullable().describe('null while IN_FLIGHT or UNCONFIRMED'),
@@ -210,7 +210,10 @@ export const assetOutput = z.object({
 
 export type Asset = z.output<typeof assetOutput>;
 
-export const changePasswordBody = z
+// Two requests under one operation, told apart by `rollback`: a change (`rollback` absent or false,
+// as `force` absent is false) and a rollback, which takes nothing but the asset's id: a password or
+// `force` with it is an unknown field, so a rollback never sets a password by mistake.
+const changeRequest = z
   .object({
     id: idSchema,
     // Only the type here: the rule depends on the asset's OCPP version, checked by the service.
@@ -219,15 +222,37 @@ export const changePasswordBody = z
       .boolean()
       .optional()
       .describe('default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand)'),
+    rollback: z.literal(false).optional().describe('false or absent: a change'),
   })
   .strict()
-  .meta({ examples: [{ id: ASSET_EXAMPLE.id }] });
+  .describe('a change: the new password (or none, to have one generated)');
+
+const rollbackRequest = z
+  .strictObject(
+    {
+      id: idSchema,
+      rollback: z.literal(true).describe('make the password the latest change replaced the only one again'),
+    },
+    {
+      error: (issue) =>
+        issue.code === 'unrecognized_keys'
+          ? `${issue.keys.map((key) => `"${key}"`).join(', ')} not allowed with rollback: true, which restores the password the latest change replaced and takes only id`
+          : undefined,
+    },
+  )
+  .describe('a rollback: undoes the latest switch, for a station that acknowledged a change and kept its old password');
+
+export const changePasswordBody = z
+  .discriminatedUnion('rollback', [changeRequest, rollbackRequest], {
+    error: (issue) => (issue.code === 'invalid_union' ? 'must be true or false' : undefined),
+  })
+  .meta({ examples: [{ id: ASSET_EXAMPLE.id }, { id: ASSET_EXAMPLE.id, rollback: true }] });
 
 const shownOnce = z.string().optional().describe('present only when the service generated the password');
 
 export const changePasswordOutput = z
   .object({ id: z.string(), passwordChangedAt: dateTime, password: shownOnce })
-  .describe('stored: never logged in, forced, or the station answered Accepted')
+  .describe('stored: never logged in, forced, the station answered Accepted, or rolled back (never with a password)')
   .meta({ examples: [{ id: 'CP-1', passwordChangedAt: '2026-11-25T10:00:00.000Z' }] });
 
 export const changePasswordUnconfirmedOutput = z
