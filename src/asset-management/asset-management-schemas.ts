@@ -210,10 +210,14 @@ export const assetOutput = z.object({
 
 export type Asset = z.output<typeof assetOutput>;
 
-// Two requests under one operation, told apart by `rollback`: a change (`rollback` absent or false,
-// as `force` absent is false) and a rollback, which takes nothing but the asset's id: a password or
-// `force` with it is an unknown field, so a rollback never sets a password by mistake.
-const changeRequest = z
+// With `rollback: true` the request undoes the latest change instead of making one, and takes
+// nothing but the asset's id: a password or `force` beside it is refused, so a rollback never sets a
+// password by mistake. `rollback: false` is the same as leaving it out, as `force: false` is.
+// (One object rather than a oneOf of two: a oneOf whose change variant may omit `rollback` is not
+// mutually exclusive to OpenAPI tooling, and its failures would be one opaque union error.)
+const NOT_WITH_ROLLBACK = ['password', 'force'] as const;
+
+export const changePasswordBody = z
   .object({
     id: idSchema,
     // Only the type here: the rule depends on the asset's OCPP version, checked by the service.
@@ -222,29 +226,21 @@ const changeRequest = z
       .boolean()
       .optional()
       .describe('default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand)'),
-    rollback: z.literal(false).optional().describe('false or absent: a change'),
+    rollback: z
+      .boolean()
+      .optional()
+      .describe(
+        'default false; true: make no change, but make the password the latest change replaced the only one again (for a station that answered Accepted and kept its old password); takes no password or force',
+      ),
   })
   .strict()
-  .describe('a change: the new password (or none, to have one generated)');
-
-const rollbackRequest = z
-  .strictObject(
-    {
-      id: idSchema,
-      rollback: z.literal(true).describe('make the password the latest change replaced the only one again'),
-    },
-    {
-      error: (issue) =>
-        issue.code === 'unrecognized_keys'
-          ? `${issue.keys.map((key) => `"${key}"`).join(', ')} not allowed with rollback: true, which restores the password the latest change replaced and takes only id`
-          : undefined,
-    },
-  )
-  .describe('a rollback: undoes the latest switch, for a station that acknowledged a change and kept its old password');
-
-export const changePasswordBody = z
-  .discriminatedUnion('rollback', [changeRequest, rollbackRequest], {
-    error: (issue) => (issue.code === 'invalid_union' ? 'must be true or false' : undefined),
+  .superRefine((body, ctx) => {
+    if (body.rollback !== true) return;
+    for (const field of NOT_WITH_ROLLBACK) {
+      if (body[field] !== undefined) {
+        ctx.addIssue({ code: 'custom', path: [field], message: 'not allowed with rollback: true, which restores the password the latest change replaced' });
+      }
+    }
   })
   .meta({ examples: [{ id: ASSET_EXAMPLE.id }, { id: ASSET_EXAMPLE.id, rollback: true }] });
 
