@@ -235,4 +235,39 @@ describe('two apps on one database (PGlite: in-process; PostgreSQL: LISTEN/NOTIF
       await other.close();
     }
   });
+
+  it('a rollback through one app and a change through the other, sent together: one order or the other, never a mix', async () => {
+    const other = await siblingApp(t, { OCPP_MIN_SECURITY_PROFILE: '1', OCPP_CALL_TIMEOUT_SECONDS: '1' });
+    try {
+      for (let round = 0; round < 3; round++) {
+        const s = await stationAnswering('2.0.1', accepted('2.0.1'));
+        const switched = await post({ id: s.id });
+        expect(switched.statusCode).toBe(200);
+        const [rollback, change] = await Promise.all([
+          other.app.inject({ method: 'POST', url: URL_, headers: { authorization: other.bearer(ASSET_WRITER) }, payload: { id: s.id, rollback: true } }),
+          post({ id: s.id }),
+        ]);
+        expect(change.statusCode, change.body).toBe(200);
+        const trail = await outcomes(s.id);
+        let current = change.json().data.password as string;
+        if (rollback.statusCode !== 200) {
+          // The change was claimed first and the rollback met it in flight.
+          expect(rollback.json()).toEqual(familyError('CONFLICT', 'PASSWORD_CHANGE_IN_PROGRESS'));
+          expect(trail).toEqual(['PROVISIONED', 'ACCEPTED', 'ACCEPTED']);
+        } else if (trail[2] === 'ROLLED_BACK') {
+          // The rollback first: the change that followed switched from the restored password.
+          expect(trail).toEqual(['PROVISIONED', 'ACCEPTED', 'ROLLED_BACK', 'ACCEPTED']);
+        } else {
+          // The change ended first, and the rollback undid it.
+          expect(trail).toEqual(['PROVISIONED', 'ACCEPTED', 'ACCEPTED', 'ROLLED_BACK']);
+          expect(await login(s, current)).toBe(401);
+          current = switched.json().data.password;
+        }
+        await s.client.close({ force: true });
+        expect(await login(s, current)).toBe(101);
+      }
+    } finally {
+      await other.close();
+    }
+  });
 });
