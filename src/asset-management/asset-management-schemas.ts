@@ -210,37 +210,19 @@ export const assetOutput = z.object({
 
 export type Asset = z.output<typeof assetOutput>;
 
-// With `rollback: true` the request undoes the latest change instead of making one, and takes
-// nothing but the asset's id: a password or `force` beside it is refused, so a rollback never sets a
-// password by mistake. `rollback: false` is the same as leaving it out, as `force: false` is.
-// (One object rather than a oneOf of two: a oneOf whose change variant may omit `rollback` is not
-// mutually exclusive to OpenAPI tooling, and its failures would be one opaque union error.)
-const NOT_WITH_ROLLBACK = ['password', 'force'] as const;
-
+// `rollback: true` undoes the latest change and takes only the id (no password by mistake); false is
+// the same as absent, as with `force`. Not a oneOf: a variant that may omit `rollback` overlaps.
 export const changePasswordBody = z
-  .object({
+  .strictObject({
     id: idSchema,
     // Only the type here: the rule depends on the asset's OCPP version, checked by the service.
     password: z.string().optional().describe('omit to have a random password generated'),
-    force: z
-      .boolean()
-      .optional()
-      .describe('default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand)'),
-    rollback: z
-      .boolean()
-      .optional()
-      .describe(
-        'default false; true: make no change, but make the password the latest change replaced the only one again (for a station that answered Accepted and kept its old password); takes no password or force',
-      ),
+    force: z.boolean().optional().describe('default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand)'),
+    rollback: z.boolean().optional().describe('default false; true: make no change, but make the password the latest change replaced the only one again (for a station that answered Accepted and kept its old password); takes no password or force'),
   })
-  .strict()
   .superRefine((body, ctx) => {
-    if (body.rollback !== true) return;
-    for (const field of NOT_WITH_ROLLBACK) {
-      if (body[field] !== undefined) {
-        ctx.addIssue({ code: 'custom', path: [field], message: 'not allowed with rollback: true, which restores the password the latest change replaced' });
-      }
-    }
+    const beside = body.rollback === true ? (['password', 'force'] as const).filter((field) => body[field] !== undefined) : [];
+    for (const field of beside) ctx.addIssue({ code: 'custom', path: [field], message: 'not allowed with rollback: true, which restores the password the latest change replaced' });
   })
   .meta({ examples: [{ id: ASSET_EXAMPLE.id }, { id: ASSET_EXAMPLE.id, rollback: true }] });
 

@@ -278,8 +278,9 @@ describe('rollback', () => {
 
   it('property: a station that answers Accepted and keeps its old password is reported at its next login, and after one rollback it logs in with the password it kept; the next change can try again', () => {
     // The station answers every command as drawn; when it answers Accepted it may still keep its
-    // old password. It logs in again after every command it acknowledged (A01: a station that
-    // accepts a new password reconnects with it), and whenever else the script says. The operator
+    // old password. It logs in again after every command it acknowledged (a password is checked
+    // when a connection opens, so a station reconnects to use a new one), and whenever else the
+    // script says. The operator
     // rolls back when, and only when, a refused login is reported as the retired password.
     type Move = { type: 'change'; answer: StationAnswer; ignores: boolean } | { type: 'reconnect' };
     const moves: fc.Arbitrary<Move> = fc.oneof(
