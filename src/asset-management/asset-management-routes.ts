@@ -21,6 +21,7 @@ import {
 } from './asset-management-schemas.js';
 import { ASSET_ALREADY_EXISTS, ASSET_NOT_FOUND, createAsset, getAsset, listAssetsPage } from './assets-service.js';
 import { PASSWORD_CHANGE_IN_PROGRESS, STATION_OFFLINE, STATION_REJECTED, changeAssetPassword } from './password-rotation-service.js';
+import { NOTHING_TO_ROLL_BACK, rollBackAssetPassword } from './password-rollback-service.js';
 import type { Argon2Params } from './passwords.js';
 import {
   CHARGING_STATION_MODEL_ALREADY_EXISTS,
@@ -217,22 +218,26 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       schema: {
         tags,
         operationId: 'changeAssetPassword',
-        summary: 'Change the password of an asset; omit password to have one generated (shown once)',
+        summary: 'Change the password of an asset (omit password to have one generated, shown once), or roll back the latest change',
         description:
-          'A station that has logged in before gets the password over OCPP, and it is stored only when the station accepts it (200); an unknown outcome is a 202 with both passwords accepted until the station logs in with one. A request with an Idempotency-Key is a 400: the answer may carry a generated password, which is never stored, so it could not be replayed.',
+          'A station that has logged in before gets the password over OCPP, and it is stored only when the station accepts it (200); an unknown outcome is a 202 with both passwords accepted until the station logs in with one. With `{ id, rollback: true }` the password the latest change replaced becomes the only one again (200, nothing is sent to the station): the way back in for a station that answered Accepted and kept its old password. A request with an Idempotency-Key is a 400: the answer may carry a generated password, which is never stored, so it could not be replayed.',
         body: changePasswordBody,
         response: assetManagementResponses(
           { 200: envelope(changePasswordOutput), 202: envelope(changePasswordUnconfirmedOutput) },
           {
             404: assetNotFound,
             409: {
-              codes: [STATION_REJECTED, STATION_OFFLINE, PASSWORD_CHANGE_IN_PROGRESS, CONFLICTING_SECURITY_PROFILE_STATE],
+              codes: [STATION_REJECTED, STATION_OFFLINE, PASSWORD_CHANGE_IN_PROGRESS, CONFLICTING_SECURITY_PROFILE_STATE, NOTHING_TO_ROLL_BACK],
               means:
-                'STATION_REJECTED: the station refused, nothing changed; STATION_OFFLINE: logged in before, not connected now (force: true stores anyway); PASSWORD_CHANGE_IN_PROGRESS; CONFLICTING_SECURITY_PROFILE_STATE: profile 3 has no password',
+                'STATION_REJECTED: the station refused, nothing changed; STATION_OFFLINE: logged in before, not connected now (force: true stores anyway); PASSWORD_CHANGE_IN_PROGRESS (a rollback too waits for it); CONFLICTING_SECURITY_PROFILE_STATE: profile 3 has no password; NOTHING_TO_ROLL_BACK: the latest change replaced no password, or was rolled back already',
               examples: [
                 { code: STATION_REJECTED, message: 'The station of asset CP-1 refused the new password: the station answered Rejected; nothing changed' },
                 { code: STATION_OFFLINE, message: 'The station of asset CP-1 is not connected, so it cannot take the new password; nothing changed' },
                 { code: PASSWORD_CHANGE_IN_PROGRESS, message: 'A password change of asset CP-1 is waiting for its station' },
+                {
+                  code: NOTHING_TO_ROLL_BACK,
+                  message: 'Asset CP-1 has no password change to roll back: its latest change did not replace a password, or was rolled back already',
+                },
               ],
             },
           },
@@ -240,9 +245,13 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       },
     },
     async (request, reply) => {
+      const { body } = request;
       // Read when the request comes: the stations plugin is registered after these routes.
       const deps = { passwordHashParams: options.passwordHashParams, stations: app.stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
-      const result = await changeAssetPassword(db, deps, request.principal, request.body);
+      const result =
+        body.rollback === true
+          ? ({ status: 200, data: await rollBackAssetPassword(db, request.principal, body.id) } as const)
+          : await changeAssetPassword(db, deps, request.principal, body);
       // The answer may carry a generated secret: no cache may keep it.
       reply.header('cache-control', 'no-store');
       return result.status === 200 ? reply.code(200).send({ data: result.data }) : reply.code(202).send({ data: result.data });

@@ -181,7 +181,7 @@ export const rotationOutput = z
     state: z
       .enum(ROTATION_STATES)
       .describe(
-        'IN_FLIGHT: sent, answer awaited; UNCONFIRMED: outcome unknown, both passwords accepted until the station logs in with one; ACCEPTED, REJECTED: the station answered; CONFIRMED, DISCARDED: an UNCONFIRMED change ended by a login with the new or the old password; FORCED, PROVISIONED: stored at once',
+        'IN_FLIGHT: sent, answer awaited; UNCONFIRMED: outcome unknown, both passwords accepted until the station logs in with one; ACCEPTED, REJECTED: the station answered; CONFIRMED, DISCARDED: an UNCONFIRMED change ended by a login with the new or the old password; FORCED, PROVISIONED: stored at once; ROLLED_BACK: the password the change before replaced is the only one again',
       ),
     requestedAt: dateTime,
     resolvedAt: dateTime.nullable().describe('null while IN_FLIGHT or UNCONFIRMED'),
@@ -210,24 +210,27 @@ export const assetOutput = z.object({
 
 export type Asset = z.output<typeof assetOutput>;
 
+// `rollback: true` undoes the latest change and takes only the id (no password by mistake); false is
+// the same as absent, as with `force`. Not a oneOf: a variant that may omit `rollback` overlaps.
 export const changePasswordBody = z
-  .object({
+  .strictObject({
     id: idSchema,
     // Only the type here: the rule depends on the asset's OCPP version, checked by the service.
     password: z.string().optional().describe('omit to have a random password generated'),
-    force: z
-      .boolean()
-      .optional()
-      .describe('default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand)'),
+    force: z.boolean().optional().describe('default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand)'),
+    rollback: z.boolean().optional().describe('default false; true: make no change, but make the password the latest change replaced the only one again (for a station that answered Accepted and kept its old password); takes no password or force'),
   })
-  .strict()
-  .meta({ examples: [{ id: ASSET_EXAMPLE.id }] });
+  .superRefine((body, ctx) => {
+    const beside = body.rollback === true ? (['password', 'force'] as const).filter((field) => body[field] !== undefined) : [];
+    for (const field of beside) ctx.addIssue({ code: 'custom', path: [field], message: 'not allowed with rollback: true, which restores the password the latest change replaced' });
+  })
+  .meta({ examples: [{ id: ASSET_EXAMPLE.id }, { id: ASSET_EXAMPLE.id, rollback: true }] });
 
 const shownOnce = z.string().optional().describe('present only when the service generated the password');
 
 export const changePasswordOutput = z
   .object({ id: z.string(), passwordChangedAt: dateTime, password: shownOnce })
-  .describe('stored: never logged in, forced, or the station answered Accepted')
+  .describe('stored: never logged in, forced, the station answered Accepted, or rolled back (never with a password)')
   .meta({ examples: [{ id: 'CP-1', passwordChangedAt: '2026-11-25T10:00:00.000Z' }] });
 
 export const changePasswordUnconfirmedOutput = z

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { boolean, check, foreignKey, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { isOneOf } from '../db/checks.js';
-import { OPEN_STATES, ROTATION_OUTCOMES, ROTATION_RESOLUTIONS, ROTATION_STATES } from './rotation.js';
+import { OPEN_STATES, ROTATION_OUTCOMES, ROTATION_RESOLUTIONS, ROTATION_STATES, type RotationOutcome } from './rotation.js';
 
 // The one list of each: the column types, their CHECK constraints, the Zod enums and the rules
 // (passwords.ts) derive from these.
@@ -141,7 +141,8 @@ export const assetPasswordChanges = pgTable(
     assetId: text('asset_id').notNull(),
     network: text('network').notNull(),
     actorClientId: text('actor_client_id').notNull(),
-    generated: boolean('generated').notNull(),
+    // Whether the service generated the new password; null for a rollback, which sets none.
+    generated: boolean('generated'),
     changedAt: timestamp('changed_at', { withTimezone: true, precision: 3 }).notNull(),
     // null while the command is in flight; rows written before rotations existed have none.
     outcome: text('outcome', { enum: ROTATION_OUTCOMES }),
@@ -152,6 +153,10 @@ export const assetPasswordChanges = pgTable(
   (t) => [
     check('asset_password_changes_outcome_enum', isOneOf(t.outcome, ROTATION_OUTCOMES)),
     check('asset_password_changes_resolution_enum', isOneOf(t.resolution, ROTATION_RESOLUTIONS)),
+    check(
+      'asset_password_changes_generated_known',
+      sql`(${t.generated} IS NULL) = coalesce(${isOneOf(t.outcome, ['ROLLED_BACK' satisfies RotationOutcome])}, false)`,
+    ),
     index('asset_password_changes_asset_idx').on(t.assetId, t.changedAt),
     foreignKey({ columns: [t.assetId], foreignColumns: [assets.id], name: 'asset_password_changes_asset_fk' }),
   ],

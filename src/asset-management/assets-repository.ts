@@ -1,9 +1,9 @@
-import { and, asc, eq, gt, isNotNull, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
 import type { NetworkScope } from '../network-scope.js';
 import { assetPasswordChanges, assets } from './asset-management-tables.js';
-import type { RotationOutcome, RotationResolution, RotationState } from './rotation.js';
+import { REPORTING_STATES, type RotationOutcome, type RotationResolution, type RotationState } from './rotation.js';
 
 export type AssetRow = typeof assets.$inferSelect;
 export type NewAssetRow = typeof assets.$inferInsert;
@@ -42,8 +42,10 @@ const CHANGED_AT = sql`greatest(now(), ${assets.passwordChangedAt} + interval '1
 export interface RotationRow {
   id: string;
   network: string;
+  securityProfile: number;
   passwordHash: string | null;
   pendingPasswordHash: string | null;
+  replacedPasswordHash: string | null;
   rotationId: string | null;
   rotationState: RotationState | null;
   deadlinePassed: boolean;
@@ -56,8 +58,10 @@ export async function lockRotation(db: Executor, scope: NetworkScope, id: string
     .select({
       id: assets.id,
       network: assets.network,
+      securityProfile: assets.securityProfile,
       passwordHash: assets.passwordHash,
       pendingPasswordHash: assets.pendingPasswordHash,
+      replacedPasswordHash: assets.replacedPasswordHash,
       rotationId: assets.rotationId,
       rotationState: assets.rotationState,
       deadlinePassed: sql<boolean>`coalesce(${assets.rotationDeadline} < now(), false)`,
@@ -147,14 +151,42 @@ export async function markUnconfirmed(db: Executor, change: { id: string; rotati
   await db.update(assets).set({ rotationState: 'UNCONFIRMED', rotationDeadline: null }).where(ofRotation(change.id, change.rotationId));
 }
 
-// One statement, no lock: a station retrying in a loop must not queue on the row.
+// The credential the latest switch replaced becomes the only one again, as a change of its own
+// (`rotationId`, ROLLED_BACK); the one it replaced is forgotten.
+export async function restoreReplaced(db: Executor, change: { id: string; network: string; rotationId: string }): Promise<Date | undefined> {
+  const [row] = await db
+    .update(assets)
+    .set({
+      passwordHash: sql`${assets.replacedPasswordHash}`,
+      replacedPasswordHash: null,
+      pendingPasswordHash: null,
+      rotationId: change.rotationId,
+      rotationState: 'ROLLED_BACK',
+      rotationRequestedAt: sql`now()`,
+      rotationResolvedAt: sql`now()`,
+      rotationDeadline: null,
+      staleLoginAt: null,
+      passwordChangedAt: CHANGED_AT,
+      updatedAt: CHANGED_AT,
+    })
+    .where(and(eq(assets.id, change.id), eq(assets.network, change.network), isNotNull(assets.replacedPasswordHash)))
+    .returning({ passwordChangedAt: assets.passwordChangedAt });
+  return row?.passwordChangedAt ?? undefined;
+}
+
+// One statement, no lock: a station retrying in a loop must not queue on the row. Only while the
+// switch that retired the credential still stands: a login checked just before a rollback or a new
+// change committed must not mark the rotation that followed.
 export async function markStaleLogin(db: Executor, id: string): Promise<void> {
-  await db.update(assets).set({ staleLoginAt: sql`now()` }).where(eq(assets.id, id));
+  await db
+    .update(assets)
+    .set({ staleLoginAt: sql`now()` })
+    .where(and(eq(assets.id, id), inArray(assets.rotationState, [...REPORTING_STATES])));
 }
 
 export async function insertPasswordChange(
   db: Executor,
-  audit: { id: string; assetId: string; network: string; actorClientId: string; generated: boolean; changedAt: Date; outcome: RotationOutcome | null },
+  audit: { id: string; assetId: string; network: string; actorClientId: string; generated: boolean | null; changedAt: Date; outcome: RotationOutcome | null },
 ): Promise<void> {
   await db.insert(assetPasswordChanges).values(audit);
 }

@@ -34,7 +34,7 @@ import {
   type StationAnswer,
   type StationReach,
 } from './rotation.js';
-import { CONFLICTING_SECURITY_PROFILE_STATE } from './security-profiles.js';
+import { noPasswordOnProfile3 } from './security-profiles.js';
 
 export const STATION_OFFLINE = 'STATION_OFFLINE';
 export const STATION_REJECTED = 'STATION_REJECTED';
@@ -100,12 +100,7 @@ export async function changeAssetPassword(
 ): Promise<PasswordChangeAnswer> {
   const asset = await findAsset(db, actor, input.id);
   if (!asset) throw assetNotFound(input.id);
-  if (asset.securityProfile === 3) {
-    throw new ConflictError(
-      `Asset ${asset.id} uses OCPP security profile 3, which authenticates with client certificates and has no password`,
-      CONFLICTING_SECURITY_PROFILE_STATE,
-    );
-  }
+  if (asset.securityProfile === 3) throw noPasswordOnProfile3(asset.id);
   const generated = input.password === undefined;
   let password: string;
   if (input.password === undefined) {

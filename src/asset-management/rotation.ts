@@ -4,13 +4,24 @@
 //
 // An asset has two credential slots: `active` and, while a rotation is open, `pending`. A third,
 // `replaced`, keeps the credential the last switch retired: never accepted, only recognised, so a
-// station that keeps trying it can be reported (the station that answers Accepted and ignores it).
+// station that keeps trying it can be reported (the station that answers Accepted and ignores it),
+// and an operator can roll the switch back to it.
 
-export const ROTATION_STATES = ['IN_FLIGHT', 'UNCONFIRMED', 'ACCEPTED', 'REJECTED', 'FORCED', 'PROVISIONED', 'CONFIRMED', 'DISCARDED'] as const;
+export const ROTATION_STATES = [
+  'IN_FLIGHT',
+  'UNCONFIRMED',
+  'ACCEPTED',
+  'REJECTED',
+  'FORCED',
+  'PROVISIONED',
+  'CONFIRMED',
+  'DISCARDED',
+  'ROLLED_BACK',
+] as const;
 export type RotationState = (typeof ROTATION_STATES)[number];
 
 // What the audit row records as the outcome of the API call.
-export const ROTATION_OUTCOMES = ['ACCEPTED', 'REJECTED', 'UNCONFIRMED', 'FORCED', 'PROVISIONED'] as const;
+export const ROTATION_OUTCOMES = ['ACCEPTED', 'REJECTED', 'UNCONFIRMED', 'FORCED', 'PROVISIONED', 'ROLLED_BACK'] as const;
 export type RotationOutcome = (typeof ROTATION_OUTCOMES)[number];
 
 // How an UNCONFIRMED rotation ended: a login with the new credential, with the old one, or a
@@ -105,10 +116,33 @@ export function describeAnswer(answer: StationAnswer): string {
 
 export type Slot = 'active' | 'pending';
 
-// After a switch, a login with the credential it retired is refused and reported: the station
-// most likely acknowledged the change and kept the old one.
+// The states a switch leaves: the new credential became the only one and the one before it is
+// kept as `replaced`. A station's login never moves them on; the next API change does.
+const SWITCHED_STATES = ['ACCEPTED', 'CONFIRMED', 'FORCED', 'PROVISIONED'] as const satisfies readonly RotationState[];
+
+// After a switch of a station that has logged in before, a login with the credential it retired is
+// refused and reported: the station most likely acknowledged the change and kept the old one.
+// (PROVISIONED is left out: that station has never logged in, so it kept nothing.)
+export const REPORTING_STATES = ['ACCEPTED', 'CONFIRMED', 'FORCED'] as const satisfies readonly (typeof SWITCHED_STATES)[number][];
+
 export function reportsReplacedLogin(state: RotationState | null): boolean {
-  return state === 'ACCEPTED' || state === 'CONFIRMED' || state === 'FORCED';
+  return (REPORTING_STATES as readonly (RotationState | null)[]).includes(state);
+}
+
+export type RollbackDecision = { kind: 'rollBack' } | { kind: 'refuse'; code: 'NOTHING_TO_ROLL_BACK' | 'PASSWORD_CHANGE_IN_PROGRESS' };
+
+// An operator's rollback: the credential the latest switch replaced becomes the only one again.
+// Only a switch can be undone, and only the latest: after a refusal, a discarded change or a
+// rollback the credential kept as `replaced` (if any) is an older one the station was told to
+// drop, so restoring it would undo more than the operator saw. An open rotation has switched
+// nothing yet, and how it ends is the station's to say: the rollback waits, like a change.
+// PROVISIONED counts: a second provisioning of a station that was configured by hand with the
+// first password is undone the same way.
+export function decideRollback(input: { state: RotationState | null; deadlinePassed: boolean; hasReplaced: boolean }): RollbackDecision {
+  if (input.state === null) return { kind: 'refuse', code: 'NOTHING_TO_ROLL_BACK' };
+  if (isOpen(effectiveState(input.state, input.deadlinePassed))) return { kind: 'refuse', code: 'PASSWORD_CHANGE_IN_PROGRESS' };
+  const switched = (SWITCHED_STATES as readonly RotationState[]).includes(input.state);
+  return switched && input.hasReplaced ? { kind: 'rollBack' } : { kind: 'refuse', code: 'NOTHING_TO_ROLL_BACK' };
 }
 
 // The slots a login may match, in the order to try them.
@@ -138,10 +172,12 @@ export type RotationEvent<C> =
   | { type: 'answer'; id: string; answer: StationAnswer }
   // The replica waiting for the answer died: its deadline passes with nobody to settle it.
   | { type: 'replicaDied'; id: string }
-  | { type: 'login'; credential: C };
+  | { type: 'login'; credential: C }
+  | { type: 'rollback'; id: string };
 
 export type StepEffect =
   | { kind: 'request'; decision: RequestDecision }
+  | { kind: 'rollback'; decision: RollbackDecision }
   | { kind: 'answer'; outcome: AnswerOutcome | 'IGNORED' }
   | { kind: 'login'; accepted: boolean; replacedTried: boolean };
 
@@ -187,6 +223,14 @@ export function step<C>(slots: Slots<C>, event: RotationEvent<C>): { slots: Slot
       const rotation = { ...r, state: next, deadlinePassed: false };
       const after = next === 'CONFIRMED' ? switched(slots, slots.pending as C, rotation) : { ...slots, pending: null, rotation };
       return { slots: after, effect: { kind: 'login', accepted: true, replacedTried: false } };
+    }
+    case 'rollback': {
+      const decision = decideRollback({ state: r?.state ?? null, deadlinePassed: r?.deadlinePassed ?? false, hasReplaced: slots.replaced !== null });
+      if (decision.kind === 'refuse') return { slots, effect: { kind: 'rollback', decision } };
+      // The credential the rollback undoes is forgotten, not kept as `replaced`: a second rollback
+      // has nothing to restore, and a login with it is an ordinary refusal.
+      const rotation = { id: event.id, state: 'ROLLED_BACK' as const, deadlinePassed: false };
+      return { slots: { active: slots.replaced, pending: null, replaced: null, rotation }, effect: { kind: 'rollback', decision } };
     }
   }
 }

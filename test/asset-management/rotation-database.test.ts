@@ -5,8 +5,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { changeAssetPassword, type StationCommandPort } from '../../src/asset-management/password-rotation-service.js';
+import { rollBackAssetPassword } from '../../src/asset-management/password-rollback-service.js';
 import { verifyPassword } from '../../src/asset-management/passwords.js';
-import { loginSlots, type StationAnswer } from '../../src/asset-management/rotation.js';
+import { acceptedCredentials, effectiveState, loginSlots, step, type Slots, type StationAnswer, type StepEffect } from '../../src/asset-management/rotation.js';
 import { checkStationCredential } from '../../src/stations/station-credential.js';
 import { claimStations, findStationLogins, releaseStations } from '../../src/stations/stations-repository.js';
 import { useTestApp } from '../helpers/test-app.js';
@@ -95,4 +96,102 @@ describe('rotation against the database', () => {
       { numRuns: 25 },
     );
   }, 120_000);
+});
+
+type Move =
+  | { type: 'request'; force: boolean; answer: StationAnswer }
+  | { type: 'connect'; pick: number }
+  | { type: 'disconnect' }
+  | { type: 'rollback' };
+
+const moves: fc.Arbitrary<Move> = fc.oneof(
+  fc.record({ type: fc.constant('request' as const), force: fc.boolean(), answer: fc.oneof(fc.constant({ kind: 'status' as const, status: 'Accepted' }), answers) }),
+  fc.record({ type: fc.constant('connect' as const), pick: fc.nat() }),
+  fc.constant({ type: 'disconnect' as const }),
+  fc.constant({ type: 'rollback' as const }),
+);
+
+// The API's answer as the machine's effect says it should be: a status, or a 409's code.
+function expectedAnswer(effect: StepEffect): number | string {
+  if (effect.kind === 'rollback') return effect.decision.kind === 'rollBack' ? 200 : effect.decision.code;
+  if (effect.kind === 'request') return effect.decision.kind === 'refuse' ? effect.decision.code : 200;
+  if (effect.kind !== 'answer' || effect.outcome === 'IGNORED') throw new Error(`no answer for ${JSON.stringify(effect)}`);
+  return { ACCEPTED: 200, REJECTED: 'STATION_REJECTED', UNCONFIRMED: 202, NOT_SENT: 'STATION_OFFLINE' }[effect.outcome];
+}
+
+describe('the database follows the rotation state machine', () => {
+  it('property: changes with every kind of answer, logins, disconnects and rollbacks answer, accept and refuse exactly as rotation.ts decides', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(moves, { minLength: 1, maxLength: 14 }), async (script) => {
+        const db = t.database.db;
+        const asset = await createAsset(t);
+        const sent: { password: string | null } = { password: null };
+        let scripted: StationAnswer = { kind: 'timeout' };
+        const port: StationCommandPort = {
+          async sendPasswordChange(command) {
+            sent.password = command.password;
+            return scripted;
+          },
+          isConnected: async () => true,
+        };
+        const deps = { stations: port, callTimeoutMs: 1000, passwordHashParams: CHEAP_HASH };
+        let slots: Slots<string> = { active: null, pending: null, replaced: null, rotation: null };
+        // Every password the service made, and one it never did.
+        const issued = ['Never:issued-password-0'];
+        let everLoggedIn = false;
+        let epoch: number | null = null;
+        const first = await changeAssetPassword(db, deps, actor, { id: asset.id });
+        slots = step(slots, { type: 'request', id: 'r0', credential: first.data.password!, reach: 'never', force: false }).slots;
+        issued.push(first.data.password!);
+
+        for (const [index, move] of script.entries()) {
+          if (move.type === 'request') {
+            sent.password = null;
+            scripted = move.answer;
+            const result = await changeAssetPassword(db, deps, actor, { id: asset.id, force: move.force }).catch((error: { code?: string }) => error);
+            const got = 'status' in result ? result.status : result.code;
+            const credential = sent.password ?? ('data' in result ? result.data.password : undefined) ?? `unused-${index}`;
+            issued.push(credential);
+            const reach = !everLoggedIn ? 'never' : epoch !== null ? 'connected' : 'offline';
+            const requested = step(slots, { type: 'request', id: `r${index + 1}`, credential, reach, force: move.force });
+            slots = requested.slots;
+            let effect = requested.effect;
+            if (effect.kind === 'request' && effect.decision.kind === 'send') {
+              const answered = step(slots, { type: 'answer', id: `r${index + 1}`, answer: move.answer });
+              slots = answered.slots;
+              effect = answered.effect;
+            }
+            expect(got).toBe(expectedAnswer(effect));
+          } else if (move.type === 'connect') {
+            const credential = issued[move.pick % issued.length]!;
+            const row = (await findStationLogins(db, [asset.id]))[0]!;
+            const matched = await checkStationCredential(db, row, Buffer.from(credential), { log: t.app.log });
+            const { slots: next, effect } = step(slots, { type: 'login', credential });
+            slots = next;
+            expect(effect).toEqual({ kind: 'login', accepted: matched === 'active' || matched === 'pending', replacedTried: matched === 'replaced' });
+            if (matched === 'active' || matched === 'pending') {
+              everLoggedIn = true;
+              epoch = (await claimStations(db, [{ assetId: asset.id, replicaId: t.app.stations.replicaId, protocol: 'ocpp2.0.1' }]))[0]!;
+            }
+          } else if (move.type === 'disconnect' && epoch !== null) {
+            await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }]);
+            epoch = null;
+          } else if (move.type === 'rollback') {
+            const result = await rollBackAssetPassword(db, actor, asset.id).then(
+              () => 200,
+              (error: { code?: string }) => error.code,
+            );
+            const { slots: next, effect } = step(slots, { type: 'rollback', id: `b${index}` });
+            slots = next;
+            expect(result).toBe(expectedAnswer(effect));
+          }
+          const row = (await findStationLogins(db, [asset.id]))[0]!;
+          expect(row.rotationState && effectiveState(row.rotationState, row.deadlinePassed)).toBe(slots.rotation?.state);
+          const expected = acceptedCredentials(slots);
+          for (const credential of issued) expect(await accepted(asset.id, credential), credential).toBe(expected.includes(credential));
+        }
+      }),
+      { numRuns: 20 },
+    );
+  }, 180_000);
 });

@@ -1,12 +1,14 @@
 // The rotation state machine of docs/rotation.md, driven by random interleavings of API requests,
 // station answers, logins, disconnects and replica deaths, against a model of what an honest
-// station may hold.
+// station may hold; and the rollback that answers a station which acknowledged a change and kept
+// its old password.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   acceptedCredentials,
   answerOutcome,
   decideRequest,
+  decideRollback,
   stateAfterAnswer,
   step,
   type RotationState,
@@ -188,5 +190,173 @@ describe('rotation state machine', () => {
     // While the answer is still awaited, a login changes nothing.
     const inFlight: Slots<string> = { ...open, rotation: { id: 'r1', state: 'IN_FLIGHT', deadlinePassed: false } };
     expect(step(inFlight, { type: 'login', credential: 'new' }).slots).toBe(inFlight);
+  });
+});
+
+// Events of every kind at any time, the station's reach drawn at random too: a walk over every
+// state the machine can reach, for the rules that must hold in all of them.
+type Walk =
+  | { type: 'request'; reach: StationReach; force: boolean }
+  | { type: 'answer'; answer: StationAnswer }
+  | { type: 'replicaDied' }
+  | { type: 'login'; pick: number }
+  | { type: 'rollback' };
+
+// Accepted more often than the other answers: most switches a rollback can undo come from it.
+const walks: fc.Arbitrary<Walk> = fc.oneof(
+  { arbitrary: fc.record({ type: fc.constant('request' as const), reach: fc.constantFrom<StationReach>('never', 'connected', 'offline'), force: fc.boolean() }), weight: 3 },
+  { arbitrary: fc.record({ type: fc.constant('answer' as const), answer: fc.oneof(fc.constant({ kind: 'status' as const, status: 'Accepted' }), answers) }), weight: 3 },
+  { arbitrary: fc.constant({ type: 'replicaDied' as const }), weight: 1 },
+  { arbitrary: fc.record({ type: fc.constant('login' as const), pick: fc.nat() }), weight: 2 },
+  { arbitrary: fc.constant({ type: 'rollback' as const }), weight: 2 },
+);
+
+describe('rollback', () => {
+  it('property: a rollback restores exactly the credential the latest rotation replaced, or refuses and changes nothing; it is never repeated, and a change can follow', () => {
+    fc.assert(
+      fc.property(fc.array(walks, { maxLength: 60 }), (script) => {
+        // A password set before rotations existed: no rotation to roll back yet.
+        let slots: Slots<string> = { active: 'c0', pending: null, replaced: null, rotation: null };
+        let counter = 0;
+        const issued: string[] = ['c0'];
+        // Read from outside the machine: the credential the latest rotation's switch retired, or
+        // undefined while the latest rotation has switched nothing (or was a rollback).
+        let retiredByLatest: string | null | undefined;
+        for (const action of script) {
+          const before = slots;
+          if (action.type === 'request') {
+            const credential = `c${++counter}`;
+            issued.push(credential);
+            slots = step(slots, { type: 'request', id: `r${counter}`, credential, reach: action.reach, force: action.force }).slots;
+          } else if (action.type === 'answer' && slots.rotation) {
+            slots = step(slots, { type: 'answer', id: slots.rotation.id, answer: action.answer }).slots;
+          } else if (action.type === 'replicaDied' && slots.rotation) {
+            slots = step(slots, { type: 'replicaDied', id: slots.rotation.id }).slots;
+          } else if (action.type === 'login' && issued.length > 0) {
+            slots = step(slots, { type: 'login', credential: issued[action.pick % issued.length]! }).slots;
+          } else if (action.type === 'rollback') {
+            const id = `b${++counter}`;
+            const { slots: next, effect } = step(slots, { type: 'rollback', id });
+            const open = slots.rotation !== null && (slots.rotation.state === 'IN_FLIGHT' || slots.rotation.state === 'UNCONFIRMED');
+            if (open) {
+              expect(effect).toEqual({ kind: 'rollback', decision: { kind: 'refuse', code: 'PASSWORD_CHANGE_IN_PROGRESS' } });
+              expect(next).toBe(slots);
+            } else if (retiredByLatest !== undefined && retiredByLatest !== null) {
+              expect(effect).toEqual({ kind: 'rollback', decision: { kind: 'rollBack' } });
+              expect(acceptedCredentials(next)).toEqual([retiredByLatest]);
+              expect(next).toEqual({ active: retiredByLatest, pending: null, replaced: null, rotation: { id, state: 'ROLLED_BACK', deadlinePassed: false } });
+              // The credential it undid is no longer even recognised.
+              expect(step(next, { type: 'login', credential: slots.active! }).effect).toEqual({ kind: 'login', accepted: false, replacedTried: false });
+              // Undone once: a second rollback finds nothing.
+              expect(step(next, { type: 'rollback', id: 'again' }).effect).toEqual({ kind: 'rollback', decision: { kind: 'refuse', code: 'NOTHING_TO_ROLL_BACK' } });
+              // A later change is decided as if no rotation had ever been made.
+              for (const reach of ['never', 'connected', 'offline'] as const) {
+                for (const force of [false, true]) {
+                  const decision = step(next, { type: 'request', id: 'later', credential: 'later', reach, force }).effect;
+                  expect(decision).toEqual({ kind: 'request', decision: decideRequest({ reach, force, state: null, deadlinePassed: false }) });
+                }
+              }
+            } else {
+              expect(effect).toEqual({ kind: 'rollback', decision: { kind: 'refuse', code: 'NOTHING_TO_ROLL_BACK' } });
+              expect(next).toBe(slots);
+            }
+            slots = next;
+          }
+          // What the walk saw happen: a new rotation has retired nothing yet; the active credential
+          // changing under a rotation is its switch (a rollback restores, it does not switch).
+          const rotationChanged = slots.rotation?.id !== before.rotation?.id;
+          if (slots.rotation?.state === 'ROLLED_BACK') retiredByLatest = undefined;
+          else if (slots.active !== before.active) retiredByLatest = before.active;
+          else if (rotationChanged) retiredByLatest = undefined;
+          // Nothing leaves the asset without a password.
+          expect(acceptedCredentials(slots).length).toBeGreaterThan(0);
+        }
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('property: a station that answers Accepted and keeps its old password is reported at its next login, and after one rollback it logs in with the password it kept; the next change can try again', () => {
+    // The station answers every command as drawn; when it answers Accepted it may still keep its
+    // old password. It logs in again after every command it acknowledged (a password is checked
+    // when a connection opens, so a station reconnects to use a new one), and whenever else the
+    // script says. The operator
+    // rolls back when, and only when, a refused login is reported as the retired password.
+    type Move = { type: 'change'; answer: StationAnswer; ignores: boolean } | { type: 'reconnect' };
+    const moves: fc.Arbitrary<Move> = fc.oneof(
+      fc.record({ type: fc.constant('change' as const), answer: answers, ignores: fc.boolean() }),
+      fc.constant({ type: 'reconnect' as const }),
+    );
+    fc.assert(
+      fc.property(fc.array(moves, { maxLength: 40 }), (script) => {
+        let slots: Slots<string> = { active: 'c0', pending: null, replaced: null, rotation: { id: 'r0', state: 'PROVISIONED', deadlinePassed: false } };
+        let held = 'c0';
+        let connected = true;
+        let counter = 0;
+        let rollbacks = 0;
+        const logIn = () => {
+          const { slots: next, effect } = step(slots, { type: 'login', credential: held });
+          slots = next;
+          if (effect.kind !== 'login') throw new Error('wrong effect');
+          if (!effect.accepted) {
+            // Locked out, but never silently: the refusal names the retired password.
+            expect(effect.replacedTried).toBe(true);
+            const undone = step(slots, { type: 'rollback', id: `b${++counter}` });
+            expect(undone.effect).toEqual({ kind: 'rollback', decision: { kind: 'rollBack' } });
+            slots = undone.slots;
+            rollbacks++;
+            expect(step(slots, { type: 'login', credential: held }).effect).toMatchObject({ accepted: true });
+            slots = step(slots, { type: 'login', credential: held }).slots;
+          }
+          connected = true;
+        };
+        for (const move of script) {
+          if (move.type === 'reconnect') {
+            connected = false;
+            logIn();
+            continue;
+          }
+          const credential = `c${++counter}`;
+          const requested = step(slots, { type: 'request', id: `r${counter}`, credential, reach: connected ? 'connected' : 'offline', force: false });
+          slots = requested.slots;
+          if (requested.effect.kind !== 'request' || requested.effect.decision.kind !== 'send') continue;
+          const answered = step(slots, { type: 'answer', id: `r${counter}`, answer: move.answer });
+          slots = answered.slots;
+          if (answered.effect.kind !== 'answer') throw new Error('wrong effect');
+          const outcome = answered.effect.outcome;
+          if (outcome === 'ACCEPTED' && !move.ignores) held = credential;
+          // RebootRequired, a timeout or a dropped socket: the station may have taken it or not.
+          if (outcome === 'UNCONFIRMED' && !move.ignores) held = credential;
+          if (outcome === 'ACCEPTED' || outcome === 'UNCONFIRMED') {
+            connected = false;
+            logIn();
+          }
+        }
+        // Each rollback answered one ignored change, never more.
+        const ignoredAccepted = script.filter((m) => m.type === 'change' && m.ignores && answerOutcome(m.answer) === 'ACCEPTED').length;
+        expect(rollbacks).toBeLessThanOrEqual(ignoredAccepted);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it.each([
+    [null, true, 'NOTHING_TO_ROLL_BACK'],
+    ['REJECTED', true, 'NOTHING_TO_ROLL_BACK'],
+    ['DISCARDED', true, 'NOTHING_TO_ROLL_BACK'],
+    ['ROLLED_BACK', true, 'NOTHING_TO_ROLL_BACK'],
+    ['ACCEPTED', false, 'NOTHING_TO_ROLL_BACK'],
+    ['PROVISIONED', false, 'NOTHING_TO_ROLL_BACK'],
+    ['IN_FLIGHT', true, 'PASSWORD_CHANGE_IN_PROGRESS'],
+    ['UNCONFIRMED', true, 'PASSWORD_CHANGE_IN_PROGRESS'],
+    ['ACCEPTED', true, null],
+    ['CONFIRMED', true, null],
+    ['FORCED', true, null],
+    ['PROVISIONED', true, null],
+  ] as const)('latest rotation %s, a replaced credential kept: %s → %s', (state, hasReplaced, refusal) => {
+    const decision = decideRollback({ state, deadlinePassed: false, hasReplaced });
+    expect(decision).toEqual(refusal === null ? { kind: 'rollBack' } : { kind: 'refuse', code: refusal });
+    // An IN_FLIGHT rotation past its deadline is an unconfirmed one: still waiting for the station.
+    if (state === 'IN_FLIGHT') expect(decideRollback({ state, deadlinePassed: true, hasReplaced })).toEqual(decision);
   });
 });

@@ -142,6 +142,7 @@ describe('answers', () => {
       'STATION_OFFLINE',
       'PASSWORD_CHANGE_IN_PROGRESS',
       'CONFLICTING_SECURITY_PROFILE_STATE',
+      'NOTHING_TO_ROLL_BACK',
     ]);
   });
 

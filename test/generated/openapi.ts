@@ -264,8 +264,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Change the password of an asset; omit password to have one generated (shown once)
-         * @description A station that has logged in before gets the password over OCPP, and it is stored only when the station accepts it (200); an unknown outcome is a 202 with both passwords accepted until the station logs in with one. A request with an Idempotency-Key is a 400: the answer may carry a generated password, which is never stored, so it could not be replayed.
+         * Change the password of an asset (omit password to have one generated, shown once), or roll back the latest change
+         * @description A station that has logged in before gets the password over OCPP, and it is stored only when the station accepts it (200); an unknown outcome is a 202 with both passwords accepted until the station logs in with one. With `{ id, rollback: true }` the password the latest change replaced becomes the only one again (200, nothing is sent to the station): the way back in for a station that answered Accepted and kept its old password. A request with an Idempotency-Key is a 400: the answer may carry a generated password, which is never stored, so it could not be replayed.
          *
          *     Needs the scope `write:asset`.
          */
@@ -530,10 +530,10 @@ export interface components {
                 /** @description the change (its audit record) */
                 id: string;
                 /**
-                 * @description IN_FLIGHT: sent, answer awaited; UNCONFIRMED: outcome unknown, both passwords accepted until the station logs in with one; ACCEPTED, REJECTED: the station answered; CONFIRMED, DISCARDED: an UNCONFIRMED change ended by a login with the new or the old password; FORCED, PROVISIONED: stored at once
+                 * @description IN_FLIGHT: sent, answer awaited; UNCONFIRMED: outcome unknown, both passwords accepted until the station logs in with one; ACCEPTED, REJECTED: the station answered; CONFIRMED, DISCARDED: an UNCONFIRMED change ended by a login with the new or the old password; FORCED, PROVISIONED: stored at once; ROLLED_BACK: the password the change before replaced is the only one again
                  * @enum {string}
                  */
-                state: "IN_FLIGHT" | "UNCONFIRMED" | "ACCEPTED" | "REJECTED" | "FORCED" | "PROVISIONED" | "CONFIRMED" | "DISCARDED";
+                state: "IN_FLIGHT" | "UNCONFIRMED" | "ACCEPTED" | "REJECTED" | "FORCED" | "PROVISIONED" | "CONFIRMED" | "DISCARDED" | "ROLLED_BACK";
                 /** @description ISO 8601 UTC date-time with milliseconds */
                 requestedAt: string;
                 /** @description null while IN_FLIGHT or UNCONFIRMED */
@@ -2589,17 +2589,14 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "id": "CP-1"
-                 *     }
-                 */
                 "application/json": {
                     id: string;
                     /** @description omit to have a random password generated */
                     password?: string;
                     /** @description default false; for a station that has logged in before and is offline: store the new password at once (configure the station by hand) */
                     force?: boolean;
+                    /** @description default false; true: make no change, but make the password the latest change replaced the only one again (for a station that answered Accepted and kept its old password); takes no password or force */
+                    rollback?: boolean;
                 };
             };
         };
@@ -2612,7 +2609,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         /**
-                         * @description stored: never logged in, forced, or the station answered Accepted
+                         * @description stored: never logged in, forced, the station answered Accepted, or rolled back (never with a password)
                          * @example {
                          *       "id": "CP-1",
                          *       "passwordChangedAt": "2026-11-25T10:00:00.000Z"
@@ -2721,7 +2718,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description STATION_REJECTED: the station refused, nothing changed; STATION_OFFLINE: logged in before, not connected now (force: true stores anyway); PASSWORD_CHANGE_IN_PROGRESS; CONFLICTING_SECURITY_PROFILE_STATE: profile 3 has no password */
+            /** @description STATION_REJECTED: the station refused, nothing changed; STATION_OFFLINE: logged in before, not connected now (force: true stores anyway); PASSWORD_CHANGE_IN_PROGRESS (a rollback too waits for it); CONFLICTING_SECURITY_PROFILE_STATE: profile 3 has no password; NOTHING_TO_ROLL_BACK: the latest change replaced no password, or was rolled back already */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2731,7 +2728,7 @@ export interface operations {
                         /** @enum {string} */
                         type: "CONFLICT";
                         /** @enum {string} */
-                        code: "STATION_REJECTED" | "STATION_OFFLINE" | "PASSWORD_CHANGE_IN_PROGRESS" | "CONFLICTING_SECURITY_PROFILE_STATE";
+                        code: "STATION_REJECTED" | "STATION_OFFLINE" | "PASSWORD_CHANGE_IN_PROGRESS" | "CONFLICTING_SECURITY_PROFILE_STATE" | "NOTHING_TO_ROLL_BACK";
                         message: string;
                     };
                 };

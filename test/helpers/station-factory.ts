@@ -137,3 +137,32 @@ export function useStationApp(options: TestAppOptions = {}): StationApp {
     },
   });
 }
+
+export type OcppVersion = '1.6' | '2.0.1';
+export const PROTOCOL_OF = { '1.6': 'ocpp1.6', '2.0.1': 'ocpp2.0.1' } as const;
+// The call that carries a new password to a station of the version.
+export const PASSWORD_COMMAND = { '1.6': 'ChangeConfiguration', '2.0.1': 'SetVariables' } as const;
+
+// What a station sends as its Basic Auth password: 1.6 the key's raw bytes (OCPP-J 1.6 §6.2.2).
+export function wirePassword(version: OcppVersion, password: string): string | Buffer {
+  return version === '1.6' ? Buffer.from(password, 'hex') : password;
+}
+
+// A station's answer to the password command with this status, in its version's shape.
+export function passwordCommandAnswer(version: OcppVersion, status: string, params: unknown): Record<string, unknown> {
+  if (version === '1.6') return { status };
+  const data = (params as { setVariableData: Array<{ component: unknown; variable: unknown }> }).setVariableData[0]!;
+  return { setVariableResult: [{ attributeStatus: status, component: data.component, variable: data.variable }] };
+}
+
+// A station of the version logging in with this password: 101 when let in (the socket is closed
+// again at once), otherwise the HTTP status of the refused upgrade.
+export async function loginStatus(endpoint: string, station: { id: string; version: OcppVersion; password: string }): Promise<number> {
+  const client = stationClient(endpoint, { identity: station.id, password: wirePassword(station.version, station.password), protocols: [PROTOCOL_OF[station.version]] });
+  const status = await client.connect().then(
+    () => 101,
+    (e: { code?: number }) => e.code ?? -1,
+  );
+  if (status === 101) await client.close({ force: true });
+  return status;
+}

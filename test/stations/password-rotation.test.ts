@@ -264,7 +264,7 @@ describe('OpenAPI', () => {
     expect(schemaOf('202').properties.data.properties.status).toMatchObject({ enum: ['UNCONFIRMED'] });
     expect(schemaOf('202').properties.data.examples).toEqual([{ id: 'CP-1', status: 'UNCONFIRMED' }]);
     const conflicts = Object.values(operation.responses['409'].content['application/json'].examples) as Array<{ value: { code: string } }>;
-    expect(conflicts.map((e) => e.value.code)).toEqual(['STATION_REJECTED', 'STATION_OFFLINE', 'PASSWORD_CHANGE_IN_PROGRESS']);
+    expect(conflicts.map((e) => e.value.code)).toEqual(['STATION_REJECTED', 'STATION_OFFLINE', 'PASSWORD_CHANGE_IN_PROGRESS', 'NOTHING_TO_ROLL_BACK']);
     const data = doc.paths['/asset-management/v1/assets/{id}'].get.responses['200'].content['application/json'].schema.properties.data;
     expect(data).toEqual({ $ref: '#/components/schemas/Asset' });
     const asset = doc.components.schemas.Asset;

@@ -1,0 +1,6 @@
+ALTER TABLE "asset_password_changes" DROP CONSTRAINT "asset_password_changes_outcome_enum";--> statement-breakpoint
+ALTER TABLE "assets" DROP CONSTRAINT "assets_rotation_state_enum";--> statement-breakpoint
+ALTER TABLE "asset_password_changes" ALTER COLUMN "generated" DROP NOT NULL;--> statement-breakpoint
+ALTER TABLE "asset_password_changes" ADD CONSTRAINT "asset_password_changes_generated_known" CHECK (("asset_password_changes"."generated" IS NULL) = coalesce("asset_password_changes"."outcome" IN ('ROLLED_BACK'), false));--> statement-breakpoint
+ALTER TABLE "asset_password_changes" ADD CONSTRAINT "asset_password_changes_outcome_enum" CHECK ("asset_password_changes"."outcome" IN ('ACCEPTED', 'REJECTED', 'UNCONFIRMED', 'FORCED', 'PROVISIONED', 'ROLLED_BACK'));--> statement-breakpoint
+ALTER TABLE "assets" ADD CONSTRAINT "assets_rotation_state_enum" CHECK ("assets"."rotation_state" IN ('IN_FLIGHT', 'UNCONFIRMED', 'ACCEPTED', 'REJECTED', 'FORCED', 'PROVISIONED', 'CONFIRMED', 'DISCARDED', 'ROLLED_BACK'));
