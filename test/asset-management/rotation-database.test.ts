@@ -4,11 +4,11 @@
 // hold still logs in (contract §8.2: the database never refuses what the station has).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { changeAssetPassword, type StationCommandPort } from '../../src/asset-management/password-rotation-service.js';
-import { verifyPassword } from '../../src/asset-management/passwords.js';
+import { verifyPassword } from '../../src/asset-management/password-hashing.js';
+import { changeAssetPassword } from '../../src/asset-management/password-rotation-service.js';
 import { loginSlots, type StationAnswer } from '../../src/asset-management/rotation.js';
-import { checkStationCredential } from '../../src/stations/station-credential.js';
-import { claimStations, findStationLogins, releaseStations } from '../../src/stations/stations-repository.js';
+import { checkStationCredential, readStationLogins, type StationLink } from '../../src/asset-management/station-credentials-service.js';
+import { claimStations, releaseStations } from '../../src/stations/stations-repository.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
@@ -34,7 +34,7 @@ const actions: fc.Arbitrary<Action> = fc.oneof(
 
 // Whether a login with this credential would be accepted now, read from the row without moving it.
 async function accepted(id: string, credential: string): Promise<boolean> {
-  const row = (await findStationLogins(t.database.db, [id]))[0]!;
+  const row = (await readStationLogins(t.database.db, [id]))[0]!;
   for (const slot of loginSlots(row.rotationState)) {
     const hash = slot === 'active' ? row.passwordHash : row.pendingPasswordHash;
     if (hash !== null && (await verifyPassword(credential, hash))) return true;
@@ -51,7 +51,9 @@ describe('rotation against the database', () => {
         // What the station was sent by the latest request, if anything.
         const last: { sent: string | null } = { sent: null };
         let scripted: StationAnswer = { kind: 'timeout' };
-        const port: StationCommandPort = {
+        const port: StationLink = {
+          // Where the station is, from the connection table the steps below write.
+          views: (ids) => t.app.stations.views(ids),
           async sendPasswordChange(command) {
             last.sent = command.password;
             return scripted;
@@ -78,7 +80,7 @@ describe('rotation against the database', () => {
           } else if (action.type === 'connect') {
             const held = [...mayHold];
             const credential = held[action.pick % held.length]!;
-            const row = (await findStationLogins(db, [asset.id]))[0]!;
+            const row = (await readStationLogins(db, [asset.id]))[0]!;
             const matched = await checkStationCredential(db, row, Buffer.from(credential), { log: t.app.log });
             expect(matched === 'active' || matched === 'pending').toBe(true);
             mayHold = new Set([credential]);
@@ -86,7 +88,7 @@ describe('rotation against the database', () => {
           } else if (action.type === 'disconnect' && epoch !== null) {
             await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }]);
           } else if (action.type === 'stray') {
-            const row = (await findStationLogins(db, [asset.id]))[0]!;
+            const row = (await readStationLogins(db, [asset.id]))[0]!;
             expect(await checkStationCredential(db, row, Buffer.from('Never:issued-password-0'), { log: t.app.log })).toBeNull();
           }
           for (const credential of mayHold) expect(await accepted(asset.id, credential)).toBe(true);

@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { RPCClient } from 'ocpp-rpc';
+import type { OcppVersion } from '../../src/ocpp-vocabulary.js';
 import { createTestApp, type TestApp, type TestAppOptions } from './test-app.js';
 import { ASSET_WRITER, createAsset } from './asset-factory.js';
 import { CHEAP_HASH } from './password-hash-params.js';
@@ -10,7 +11,7 @@ import { CHEAP_HASH } from './password-hash-params.js';
 export interface ProvisionedStation {
   id: string;
   network: string;
-  ocppVersion: '1.6' | '2.0.1';
+  ocppVersion: OcppVersion;
   // The password as the API took it (1.6: hex text).
   password: string;
 }
@@ -18,7 +19,7 @@ export interface ProvisionedStation {
 // An asset with a password set through the API, as an operator provisions a station.
 export async function provisionStation(
   t: TestApp,
-  body: { ocppVersion?: '1.6' | '2.0.1'; securityProfile?: number; password?: string } = {},
+  body: { ocppVersion?: OcppVersion; securityProfile?: number; password?: string } = {},
 ): Promise<ProvisionedStation> {
   const asset = await createAsset(t, { ocppVersion: body.ocppVersion ?? '2.0.1', securityProfile: body.securityProfile ?? 1 });
   const res = await t.app.inject({
