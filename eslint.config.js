@@ -31,6 +31,50 @@ export default tseslint.config(
   layer(['src/**/*-tables.ts'], ['**/*-service.js', '**/*-routes.js', '**/*-repository.js'], 'table definitions are the bottom of the data layer'),
   layer(['src/db/**'], ['**/*-service.js', '**/*-routes.js', '**/*-repository.js', '**/plugins/**'], 'the db module is the bottom layer'),
   layer(['src/payments/**'], ['**/asset-management/**', '**/stations/**'], 'payments do not depend on other areas'),
-  layer(['src/asset-management/**'], ['**/payments/**', '**/stations/*-repository.js', '**/stations/*-routes.js'], 'asset management talks to other areas through their services only'),
-  layer(['src/stations/**'], ['**/payments/**', '**/asset-management/*-repository.js', '**/asset-management/*-routes.js'], 'stations talk to other areas through their services only'),
+  layer(['src/asset-management/**'], ['**/payments/**'], 'asset management does not depend on payments'),
+  layer(['src/stations/**'], ['**/payments/**'], 'stations do not depend on payments'),
+  // Between asset management and the stations, one way only (a rule of its own, so that the layer
+  // rules above, which share one rule name and replace each other per file, cannot drop it): asset
+  // management owns the station credential and says what it needs of the stations as a port
+  // (asset-management/station-link.ts); the stations implement it and use asset management through
+  // its one public module, never its repositories, tables or rules.
+  {
+    files: ['src/asset-management/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/stations/**'], message: 'asset management does not depend on the stations: add what it needs to its StationLink port (station-link.ts)' }] },
+      ],
+    },
+  },
+  {
+    files: ['src/stations/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/asset-management/**', '!**/asset-management/station-credentials-service.js', '**/db/schema.js'],
+              message: 'the stations use asset management through asset-management/station-credentials-service.ts only, and never its tables',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  // The OCPP versions and their subprotocols are spelled in one place.
+  {
+    files: ['src/**/*.ts'],
+    ignores: ['src/ocpp-vocabulary.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'Literal[value=/^(ocpp)?(1\\.6|2\\.0\\.1)$/]',
+          message: 'an OCPP version or subprotocol: use the names of src/ocpp-vocabulary.ts',
+        },
+      ],
+    },
+  },
 );

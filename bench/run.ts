@@ -8,7 +8,7 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HASH_CONCURRENCY } from '../src/asset-management/password-hash-queue.js';
-import { DEFAULT_ARGON2_PARAMS } from '../src/asset-management/passwords.js';
+import { DEFAULT_ARGON2_PARAMS } from '../src/asset-management/password-hashing.js';
 import type { Database } from '../src/db/database.js';
 import {
   NETWORK_COUNT,

@@ -21,7 +21,7 @@ import { limitJsonDepth } from './plugins/json-body.js';
 import { inFlightLeaseMs } from './idempotency/idempotency-rules.js';
 import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
 import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
-import type { Argon2Params } from './asset-management/passwords.js';
+import type { Argon2Params } from './asset-management/password-hashing.js';
 import stationsPlugin from './stations/stations-plugin.js';
 import type { LoginLimits } from './stations/login-gate.js';
 
@@ -141,8 +141,9 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(authPlugin, { auth: config.auth, database });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
-  await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams });
+  // Before asset management: the stations are its station side (asset-management/station-link.ts).
   await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
+  await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations });
 
   return app;
 }

@@ -22,7 +22,7 @@ import {
 import { ASSET_ALREADY_EXISTS, ASSET_NOT_FOUND, createAsset, getAsset, listAssetsPage } from './assets-service.js';
 import { PASSWORD_CHANGE_IN_PROGRESS, STATION_OFFLINE, STATION_REJECTED, changeAssetPassword } from './password-rotation-service.js';
 import { NOTHING_TO_ROLL_BACK, rollBackAssetPassword } from './password-rollback-service.js';
-import type { Argon2Params } from './passwords.js';
+import type { Argon2Params } from './password-hashing.js';
 import {
   CHARGING_STATION_MODEL_ALREADY_EXISTS,
   CHARGING_STATION_MODEL_NOT_FOUND,
@@ -32,6 +32,7 @@ import {
   listModels,
 } from './charging-station-models-service.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE } from './security-profiles.js';
+import type { StationLink } from './station-link.js';
 
 const tags = ['asset-management'];
 
@@ -46,17 +47,20 @@ const assetReaders = [requireScope('read:asset', 'write:asset')];
 
 export interface AssetManagementRoutesOptions {
   // The argon2id cost of new supplied-password hashes; tests lower it, production keeps the default.
-  passwordHashParams?: Argon2Params;
+  passwordHashParams?: Argon2Params | undefined;
+  // The station side (station-link.ts): the stations area's connections.
+  stations: StationLink;
 }
 
 // The asset-management family, registered with the prefix /asset-management/v1: its errors, the
 // root hooks' 401 and 429 included, take the `{ type, code, message }` shapes.
 export const ASSET_MANAGEMENT_PREFIX = '/asset-management/v1';
 
-export async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions = {}): Promise<void> {
+export async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions): Promise<void> {
   app.setErrorHandler(renderAssetManagementError);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const db = app.services.database.db;
+  const { stations } = options;
   const { ocppMinSecurityProfile } = app.services.config;
   // Where a new resource is read: the Location of a 201.
   const location = (collection: string, id: string) => `${app.prefix}/${collection}/${encodeURIComponent(id)}`;
@@ -187,7 +191,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       },
     },
     async (request) => {
-      return { data: await listAssetsPage(db, request.principal, request.query) };
+      return { data: await listAssetsPage(db, stations, request.principal, request.query) };
     },
   );
 
@@ -206,7 +210,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
         response: assetManagementResponses({ 200: envelope(assetOutput), 304: notModified }, { 404: assetNotFound }),
       },
     },
-    async (request) => ({ data: await getAsset(db, request.principal, request.params.id) }),
+    async (request) => ({ data: await getAsset(db, stations, request.principal, request.params.id) }),
   );
 
   r.post(
@@ -246,8 +250,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
     },
     async (request, reply) => {
       const { body } = request;
-      // Read when the request comes: the stations plugin is registered after these routes.
-      const deps = { passwordHashParams: options.passwordHashParams, stations: app.stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
+      const deps = { passwordHashParams: options.passwordHashParams, stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
       const result =
         body.rollback === true
           ? ({ status: 200, data: await rollBackAssetPassword(db, request.principal, body.id) } as const)

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { identifierSchema, nameSchema } from '../identifier-schemas.js';
 import { LISTED_ID } from '../identifiers.js';
-import { CONNECTION_TYPES, CONNECTOR_FORMATS, OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from './asset-management-tables.js';
-import { stationOutput } from '../stations/station-schemas.js';
+import { OCPP_2_0_1, OCPP_VERSIONS, SECURITY_PROFILES, type OcppVersion } from '../ocpp-vocabulary.js';
+import { CONNECTION_TYPES, CONNECTOR_FORMATS, POWER_TYPES } from './asset-management-tables.js';
+import { stationOutput } from './station-link.js';
 import { ROTATION_STATES } from './rotation.js';
 import { IDEMPOTENCY_KEY_IN_USE } from '../idempotency/idempotency-rules.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
@@ -42,7 +43,7 @@ const MODEL_EXAMPLE = {
   friendlyName: 'Wallbox Pulsar Plus 22 kW',
   imageUrl: 'https://images.example.com/pulsar-plus.png',
 };
-const ASSET_EXAMPLE = { id: 'CP-1', network: 'net_1', name: 'Depot bay 1', ocppVersion: '2.0.1', securityProfile: 2 };
+const ASSET_EXAMPLE = { id: 'CP-1', network: 'net_1', name: 'Depot bay 1', ocppVersion: OCPP_2_0_1, securityProfile: 2 };
 // What the examples are answered with (the generated id and the times of writing aside).
 const WRITTEN_AT = { createdAt: '2025-01-31T18:04:05.123Z', updatedAt: '2025-01-31T18:04:05.123Z' };
 
@@ -158,13 +159,15 @@ export const idParams = z.object({ id: idSchema }).strict();
 // No body, or an empty object; anything else is an unknown field.
 export const emptyBody = z.object({}).strict().nullish().meta({ examples: [{}] });
 
+export const DEFAULT_OCPP_VERSION: OcppVersion = OCPP_2_0_1;
+
 export const createAssetBody = z
   .object({
     id: idSchema.optional().describe('the OCPP charge point identity; default ast_ + a time-ordered id'),
     network: networkSchema,
     name: nameSchema(200).optional(),
     chargingStationModelId: idSchema.optional(),
-    ocppVersion: z.enum(OCPP_VERSIONS).optional().describe('default 2.0.1'),
+    ocppVersion: z.enum(OCPP_VERSIONS).optional().describe(`default ${DEFAULT_OCPP_VERSION}`),
     securityProfile: z
       .literal(SECURITY_PROFILES, { error: 'must be 1, 2 or 3' })
       .optional()

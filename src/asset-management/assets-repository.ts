@@ -2,6 +2,7 @@ import { and, asc, eq, gt, inArray, isNotNull, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
 import type { NetworkScope } from '../network-scope.js';
+import type { OcppVersion } from '../ocpp-vocabulary.js';
 import { assetPasswordChanges, assets } from './asset-management-tables.js';
 import { REPORTING_STATES, type RotationOutcome, type RotationResolution, type RotationState } from './rotation.js';
 
@@ -31,6 +32,43 @@ export async function listAssets(
     .where(inNetwork(assets.network, scope, options.startingAfter !== undefined ? gt(assets.id, options.startingAfter) : undefined))
     .orderBy(asc(assets.id))
     .limit(options.limit);
+}
+
+// What a station's login reads of its asset: its version, profile and credential slots.
+export interface StationLoginRow {
+  id: string;
+  ocppVersion: OcppVersion;
+  securityProfile: number;
+  passwordHash: string | null;
+  pendingPasswordHash: string | null;
+  replacedPasswordHash: string | null;
+  rotationId: string | null;
+  rotationState: RotationState | null;
+  deadlinePassed: boolean;
+}
+
+const loginColumns = {
+  id: assets.id,
+  ocppVersion: assets.ocppVersion,
+  securityProfile: assets.securityProfile,
+  passwordHash: assets.passwordHash,
+  pendingPasswordHash: assets.pendingPasswordHash,
+  replacedPasswordHash: assets.replacedPasswordHash,
+  rotationId: assets.rotationId,
+  rotationState: assets.rotationState,
+  deadlinePassed: sql<boolean>`coalesce(${assets.rotationDeadline} < now(), false)`,
+};
+
+// Not network-scoped: a connecting station presents only its identity. Many logins at once (the
+// stations area batches them: one statement of constant text with an array for a parameter). One
+// row per id found, in the order of ids; undefined for an unknown one.
+export async function findStationLogins(db: Executor, ids: string[]): Promise<Array<StationLoginRow | undefined>> {
+  const rows = await db
+    .select(loginColumns)
+    .from(assets)
+    .where(sql`${assets.id} = any(${sql.param(ids)}::text[])`);
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id) => byId.get(id));
 }
 
 // Strictly after the previous change even when timestamps tie: concurrent changes queue on the

@@ -4,15 +4,14 @@ import { findPgError, isUniqueViolation } from '../db/database.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { coversNetwork, type NetworkScope } from '../network-scope.js';
-import type { Asset, CreateAssetInput } from './asset-management-schemas.js';
-import type { SecurityProfile } from './asset-management-tables.js';
+import { profileNeedsTls, type SecurityProfile } from '../ocpp-vocabulary.js';
+import { DEFAULT_OCPP_VERSION, type Asset, type CreateAssetInput } from './asset-management-schemas.js';
 import { ASSETS_PKEY, findAsset, insertAsset, listAssets, type AssetRow } from './assets-repository.js';
 import { effectiveState } from './rotation.js';
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';
 import { paginate, rowsToFetch, type Page, type PageOptions } from './paging.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE, isPlainWebSocketUrl } from './security-profiles.js';
-import { stationViews } from '../stations/stations-service.js';
-import type { StationView } from '../stations/station-schemas.js';
+import type { StationLink, StationView } from './station-link.js';
 
 export const ASSET_NOT_FOUND = 'ASSET_NOT_FOUND';
 export const ASSET_ALREADY_EXISTS = 'ASSET_ALREADY_EXISTS';
@@ -67,7 +66,7 @@ export async function createAsset(
     // A 403, not a 404: the caller named the network, so refusing it reveals nothing.
     throw new ForbiddenError('Access token is scoped to another network and may only create assets in its own network');
   }
-  const ocppVersion = input.ocppVersion ?? '2.0.1';
+  const ocppVersion = input.ocppVersion ?? DEFAULT_OCPP_VERSION;
   const securityProfile = input.securityProfile ?? deps.minSecurityProfile;
   // Invalid parameters (400) are reported before conflicts with the network's state (409).
   let model: ChargingStationModelRow | undefined;
@@ -82,7 +81,7 @@ export async function createAsset(
       CONFLICTING_SECURITY_PROFILE_STATE,
     );
   }
-  if (model && securityProfile >= 2 && isPlainWebSocketUrl(model.ocppUrl)) {
+  if (model && profileNeedsTls(securityProfile) && isPlainWebSocketUrl(model.ocppUrl)) {
     throw new ConflictError(
       `OCPP security profile ${securityProfile} needs TLS, but charging station model ${model.id} connects over ws://; use security profile 1 or a model with a wss:// URL`,
       CONFLICTING_SECURITY_PROFILE_STATE,
@@ -111,13 +110,18 @@ export async function createAsset(
   }
 }
 
-export async function getAsset(db: Executor, actor: Actor, id: string): Promise<Asset> {
+export async function getAsset(db: Executor, stations: StationLink, actor: Actor, id: string): Promise<Asset> {
   const row = await findAsset(db, actor, id);
   if (!row) throw assetNotFound(id);
-  return toAsset(row, (await stationViews(db, [row.id])).get(row.id) ?? null);
+  return toAsset(row, (await stations.views([row.id])).get(row.id) ?? null);
 }
 
-export async function listAssetsPage(db: Executor, actor: Actor, options: PageOptions & { network?: string | undefined }): Promise<Page<Asset>> {
+export async function listAssetsPage(
+  db: Executor,
+  stations: StationLink,
+  actor: Actor,
+  options: PageOptions & { network?: string | undefined },
+): Promise<Page<Asset>> {
   // A scoped token asking for another network gets an empty page, not an error: no hint it exists.
   if (options.network !== undefined && !coversNetwork(actor, options.network)) {
     return { items: [], hasMore: false };
@@ -128,6 +132,6 @@ export async function listAssetsPage(db: Executor, actor: Actor, options: PageOp
     startingAfter: options.startingAfter,
   });
   const page = paginate(rows, options.limit, (row) => row);
-  const stations = await stationViews(db, page.items.map((row) => row.id));
-  return { items: page.items.map((row) => toAsset(row, stations.get(row.id) ?? null)), hasMore: page.hasMore };
+  const views = await stations.views(page.items.map((row) => row.id));
+  return { items: page.items.map((row) => toAsset(row, views.get(row.id) ?? null)), hasMore: page.hasMore };
 }

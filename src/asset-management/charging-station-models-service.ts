@@ -2,7 +2,8 @@ import type { Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/database.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { ConnectorRecord, SecurityProfile } from './asset-management-tables.js';
+import { profileNeedsTls, type SecurityProfile } from '../ocpp-vocabulary.js';
+import type { ConnectorRecord } from './asset-management-tables.js';
 import type { ChargingStationModel, CreateChargingStationModelInput } from './asset-management-schemas.js';
 import {
   VENDOR_MODEL_UNIQUE,
@@ -57,7 +58,7 @@ export async function createChargingStationModel(
   input: CreateChargingStationModelInput,
 ): Promise<ChargingStationModel> {
   const ocppUrl = input.configurationKeys?.ocppUrl ?? null;
-  if (deps.minSecurityProfile >= 2 && isPlainWebSocketUrl(ocppUrl)) {
+  if (profileNeedsTls(deps.minSecurityProfile) && isPlainWebSocketUrl(ocppUrl)) {
     throw new ConflictError(
       `configurationKeys.ocppUrl uses ws:// without TLS, but the network requires at least OCPP security profile ${deps.minSecurityProfile}, which needs a wss:// URL`,
       CONFLICTING_SECURITY_PROFILE_STATE,

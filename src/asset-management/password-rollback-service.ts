@@ -7,6 +7,7 @@ import type { Db } from '../db/database.js';
 import { ConflictError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { NetworkScope } from '../network-scope.js';
+import { profileUsesClientCertificates } from '../ocpp-vocabulary.js';
 import { insertPasswordChange, lockRotation, restoreReplaced } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
 import { PASSWORD_CHANGE_IN_PROGRESS } from './password-rotation-service.js';
@@ -30,7 +31,7 @@ export async function rollBackAssetPassword(db: Db, actor: Actor, id: string): P
   return db.transaction(async (tx) => {
     const row = await lockRotation(tx, actor, id);
     if (!row) throw assetNotFound(id);
-    if (row.securityProfile === 3) throw noPasswordOnProfile3(row.id);
+    if (profileUsesClientCertificates(row.securityProfile)) throw noPasswordOnProfile3(row.id);
     const decision = decideRollback({ state: row.rotationState, deadlinePassed: row.deadlinePassed, hasReplaced: row.replacedPasswordHash !== null });
     if (decision.kind === 'refuse') {
       if (decision.code === 'NOTHING_TO_ROLL_BACK') throw nothingToRollBack(row.id);

@@ -3,38 +3,28 @@
 // Every change of the credential slots is a short row-locked transaction that decides with
 // rotation.ts; none is open while the station is waited for.
 import type { Principal } from '../auth/principal.js';
-import type { Db, Executor } from '../db/database.js';
+import type { Db } from '../db/database.js';
 import { BadRequestError, ConflictError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { NetworkScope } from '../network-scope.js';
-import { stationViews } from '../stations/stations-service.js';
+import { profileUsesClientCertificates } from '../ocpp-vocabulary.js';
 import {
   claimRotation,
   dropPending,
   findAsset,
   insertPasswordChange,
   lockRotation,
-  markStaleLogin,
   markUnconfirmed,
   promotePending,
   updateAssetPassword,
   updatePasswordChange,
 } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
-import { generatePassword, hashAssetPassword, passwordProblem, type Argon2Params } from './passwords.js';
-import {
-  afterLogin,
-  answerOutcome,
-  decideRequest,
-  describeAnswer,
-  effectiveState,
-  stateAfterAnswer,
-  type RotationState,
-  type Slot,
-  type StationAnswer,
-  type StationReach,
-} from './rotation.js';
+import { hashAssetPassword, type Argon2Params } from './password-hashing.js';
+import { generatePassword, passwordProblem } from './password-rules.js';
+import { answerOutcome, decideRequest, describeAnswer, effectiveState, stateAfterAnswer, type RotationState, type StationAnswer, type StationReach } from './rotation.js';
 import { noPasswordOnProfile3 } from './security-profiles.js';
+import type { PasswordCommand, StationLink } from './station-link.js';
 
 export const STATION_OFFLINE = 'STATION_OFFLINE';
 export const STATION_REJECTED = 'STATION_REJECTED';
@@ -42,18 +32,9 @@ export const PASSWORD_CHANGE_IN_PROGRESS = 'PASSWORD_CHANGE_IN_PROGRESS';
 
 type Actor = NetworkScope & Pick<Principal, 'clientId'>;
 
-// The station side, as the stations area offers it: delivers the command wherever the station is
-// connected and never throws.
-export interface StationCommandPort {
-  sendPasswordChange(command: { assetId: string; password: string; deadline: number }): Promise<StationAnswer>;
-  // Whether an open, authenticated socket of the station exists on some replica: asked of the one
-  // the connection table names, false when it does not answer by the deadline. Never throws.
-  isConnected(assetId: string, deadline: number): Promise<boolean>;
-}
-
 export interface RotationDeps {
   passwordHashParams?: Argon2Params | undefined;
-  stations?: StationCommandPort | undefined;
+  stations: StationLink;
   // OCPP_CALL_TIMEOUT_SECONDS in milliseconds.
   callTimeoutMs?: number | undefined;
 }
@@ -85,8 +66,8 @@ function offline(id: string): ConflictError {
 // is checked with the station side. A row can be stale (a release whose write was lost, a replica
 // that died with its lease still running), and a forced change must go through for every station
 // without an open socket, whatever its row says.
-async function stationReach(db: Executor, assetId: string, ask?: () => Promise<boolean>): Promise<StationReach> {
-  const station = (await stationViews(db, [assetId])).get(assetId);
+async function stationReach(stations: StationLink, assetId: string, ask?: () => Promise<boolean>): Promise<StationReach> {
+  const station = (await stations.views([assetId])).get(assetId);
   if (!station) return 'never';
   if (!station.connected) return 'offline';
   return ask && !(await ask()) ? 'offline' : 'connected';
@@ -100,7 +81,7 @@ export async function changeAssetPassword(
 ): Promise<PasswordChangeAnswer> {
   const asset = await findAsset(db, actor, input.id);
   if (!asset) throw assetNotFound(input.id);
-  if (asset.securityProfile === 3) throw noPasswordOnProfile3(asset.id);
+  if (profileUsesClientCertificates(asset.securityProfile)) throw noPasswordOnProfile3(asset.id);
   const generated = input.password === undefined;
   let password: string;
   if (input.password === undefined) {
@@ -116,7 +97,7 @@ export async function changeAssetPassword(
   const passwordHash = await hashAssetPassword(asset.ocppVersion, password, { generated, passwordHashParams: deps.passwordHashParams });
   const force = input.force === true;
   const callTimeoutMs = deps.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
-  const reach = await stationReach(db, asset.id, force ? () => connectedBefore(deps.stations, asset.id, Date.now() + callTimeoutMs) : undefined);
+  const reach = await stationReach(deps.stations, asset.id, force ? () => connectedBefore(deps.stations, asset.id, Date.now() + callTimeoutMs) : undefined);
   const rotationId = newId('apc');
   const shown = generated ? { password } : {};
 
@@ -158,8 +139,7 @@ export async function changeAssetPassword(
 }
 
 // The answer, or a timeout at the deadline whatever the station side does.
-async function sendBefore(port: StationCommandPort | undefined, command: { assetId: string; password: string; deadline: number }): Promise<StationAnswer> {
-  if (!port) return { kind: 'notSent' };
+async function sendBefore(port: StationLink, command: PasswordCommand): Promise<StationAnswer> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<StationAnswer>((resolve) => {
     timer = setTimeout(() => resolve({ kind: 'timeout' }), Math.max(0, command.deadline - Date.now()));
@@ -171,10 +151,8 @@ async function sendBefore(port: StationCommandPort | undefined, command: { asset
   }
 }
 
-// Whether the station side finds an open socket of the station by the deadline; no station side
-// (no stations area) finds none.
-async function connectedBefore(port: StationCommandPort | undefined, assetId: string, deadline: number): Promise<boolean> {
-  if (!port) return false;
+// Whether the station side finds an open socket of the station by the deadline.
+async function connectedBefore(port: StationLink, assetId: string, deadline: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
@@ -210,22 +188,4 @@ async function settle(
     await updatePasswordChange(tx, rotationId, { outcome: state });
     return { state, passwordChangedAt };
   });
-}
-
-// A station logged in with the credential of `slot`: an unconfirmed rotation ends here.
-export async function recordStationLogin(db: Db, assetId: string, slot: Slot): Promise<void> {
-  await db.transaction(async (tx) => {
-    const row = await lockRotation(tx, { network: null }, assetId);
-    if (!row?.rotationId) return;
-    const next = afterLogin(row.rotationState, row.deadlinePassed, slot);
-    if (next === 'CONFIRMED') await promotePending(tx, { id: assetId, rotationId: row.rotationId, state: next });
-    else if (next === 'DISCARDED') await dropPending(tx, { id: assetId, rotationId: row.rotationId, state: next });
-    else return;
-    await updatePasswordChange(tx, row.rotationId, { resolution: next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED' });
-  });
-}
-
-// A station tried the credential the latest switch retired, and was refused (A01.FR.03).
-export async function recordReplacedLogin(db: Db, assetId: string): Promise<void> {
-  await markStaleLogin(db, assetId);
 }

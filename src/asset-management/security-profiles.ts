@@ -3,7 +3,7 @@ import { ConflictError } from '../errors.js';
 // The 409 code of every conflict between a request and the OCPP security profiles in force.
 export const CONFLICTING_SECURITY_PROFILE_STATE = 'CONFLICTING_SECURITY_PROFILE_STATE';
 
-// Profile 1 is Basic Auth over plain ws://; profiles 2 and 3 need TLS.
+// Whether a model's OCPP URL is plain WebSocket, which a profile that needs TLS cannot use.
 export function isPlainWebSocketUrl(url: string | null | undefined): boolean {
   return typeof url === 'string' && url.toLowerCase().startsWith('ws://');
 }

@@ -5,16 +5,9 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
-import type { StationAnswer } from '../asset-management/rotation.js';
+import type { PasswordCommand, StationAnswer } from '../asset-management/station-credentials-service.js';
 import { loggableError } from '../db/database.js';
 import { open, seal, type ReplicaKeys, type SealedBox } from './sealed-box.js';
-
-export interface PasswordCommand {
-  assetId: string;
-  password: string;
-  // Epoch milliseconds: after it the command is never sent, and its sender no longer waits.
-  deadline: number;
-}
 
 // Sends a command to a station this replica holds.
 export type LocalExecutor = (command: PasswordCommand) => Promise<StationAnswer>;

@@ -1,11 +1,10 @@
 // What stands between a station's login and its password hash: the throttle of refused logins per
 // address (login-throttle.ts), the fair queue with its wait bound (login-hash-queue.ts), and the
-// memory of which slow check an identity failed from an address (credential-choice.ts). One per
-// replica's endpoint; everything in memory, bounded.
-import { LOGIN_MEMORY_LIMITS, createLoginMemory, type LoginMemory } from './credential-choice.js';
+// memory of which slow check an identity failed from an address (asset management's
+// credential-choice.ts). One per replica's endpoint; everything in memory, bounded.
+import { LOGIN_MEMORY_LIMITS, createLoginMemory, type CheckDeferred, type LoginMemory } from '../asset-management/station-credentials-service.js';
 import { LOGIN_QUEUE_LIMITS, createLoginHashQueue, type LoginHashQueue, type LoginQueueLimits } from './login-hash-queue.js';
 import { LOGIN_THROTTLE_LIMITS, createLoginThrottle, type LoginThrottleLimits } from './login-throttle.js';
-import type { CheckDeferred } from './station-credential.js';
 
 export type LoginLimits = LoginThrottleLimits & LoginQueueLimits;
 

@@ -1,8 +1,15 @@
 // Where station logins wait for their slow password hash: a fair queue (fair-queue.ts) in front of
 // the process's hashing queue, with a bound on the wait. A login never waits longer than `waitMs`
 // for its hash to start: past it, it is answered (503) instead of holding its socket open.
-import { HASH_CONCURRENCY, passwordHashQueue } from '../asset-management/password-hash-queue.js';
-import { RUN_NOW, type HashRunner } from '../asset-management/passwords.js';
+import {
+  HASH_CONCURRENCY,
+  RUN_NOW,
+  passwordHashQueue,
+  type HashRunner,
+  type SlowCheck,
+  type SlowCheckOutcome,
+  type SlowCheckQueue,
+} from '../asset-management/station-credentials-service.js';
 import { FairQueue, type Queued } from './fair-queue.js';
 
 export interface LoginQueueLimits {
@@ -20,28 +27,7 @@ export interface LoginQueueLimits {
 // that reconnect together. 1000 in all: more than 5 s of hashing on any machine.
 export const LOGIN_QUEUE_LIMITS: LoginQueueLimits = Object.freeze({ hashWaitMs: 5000, queuedPerAddress: 16, queuedTotal: 1000 });
 
-export interface SlowCheck {
-  // The login's address (its lane) and identity (at most one slow check each waiting or running).
-  address: string;
-  identity: string;
-  // The station hung up: its check is dropped without hashing.
-  abandoned(): boolean;
-  // The hash itself, run with the runner given (the turn is already held when the queue runs it).
-  verify(run: HashRunner): Promise<boolean>;
-}
-
-export type SlowCheckOutcome =
-  | { kind: 'checked'; matched: boolean }
-  // No turn within hashWaitMs.
-  | { kind: 'timeout' }
-  | { kind: 'abandoned' }
-  // Another login of the identity is waiting or being checked; `sameAddress` when it came from
-  // the same address (a station racing itself), otherwise from elsewhere.
-  | { kind: 'busy'; sameAddress: boolean }
-  | { kind: 'full' };
-
-export interface LoginHashQueue {
-  check(work: SlowCheck): Promise<SlowCheckOutcome>;
+export interface LoginHashQueue extends SlowCheckQueue {
   // Checks waiting for a turn, and checks hashing now.
   readonly waiting: number;
   readonly running: number;

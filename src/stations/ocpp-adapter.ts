@@ -5,12 +5,10 @@
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import ocppRpc from 'ocpp-rpc';
+import { OCPP_SUBPROTOCOLS, type OcppSubprotocol } from '../ocpp-vocabulary.js';
 import { boundStation, handshakeProblem, refuseHandshake, type LibraryClient } from './ocpp-bounds.js';
 
 const { RPCServer, RPCClient, createRPCError } = ocppRpc;
-
-export const OCPP_PROTOCOLS = ['ocpp2.0.1', 'ocpp1.6'] as const;
-export type OcppProtocol = (typeof OCPP_PROTOCOLS)[number];
 
 // Large enough for any message the handled actions carry; ws would otherwise accept 100 MiB.
 const MAX_MESSAGE_BYTES = 256 * 1024;
@@ -30,7 +28,7 @@ export interface UpgradeRequest {
 }
 
 // A refusal may say when to try again (Retry-After, in seconds): 429 and 503 do.
-export type UpgradeDecision<S> = { accept: true; protocol: OcppProtocol; session: S } | { accept: false; status: 401 | 404 | 429 | 503; retryAfterSeconds?: number };
+export type UpgradeDecision<S> = { accept: true; protocol: OcppSubprotocol; session: S } | { accept: false; status: 401 | 404 | 429 | 503; retryAfterSeconds?: number };
 
 export type CallHandler = (params: unknown) => unknown | Promise<unknown>;
 
@@ -117,7 +115,7 @@ function toCallError(error: unknown): OcppCallError {
 
 export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndpoint {
   const server = new RPCServer({
-    protocols: [...OCPP_PROTOCOLS],
+    protocols: [...OCPP_SUBPROTOCOLS],
     strictMode: true,
     pingIntervalMs: options.pingIntervalMs,
     // A station that sent anything (a message, a ping, a pong) within the interval has shown its
@@ -242,7 +240,7 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
 export interface StationClientOptions {
   url: string;
   identity: string;
-  protocol: OcppProtocol;
+  protocol: OcppSubprotocol;
   password: string | Buffer;
   // Extra CA certificates to trust (a self-signed certificate for local use).
   ca?: Buffer | undefined;

@@ -2,6 +2,7 @@
 // read a frame before the OCPP-J library does. docs/stations.md tells operators what a station
 // sees at each bound.
 import { jsonNestingDepth } from '../json-depth.js';
+import { codecOf } from './ocpp-codec.js';
 
 // Calls of a station's own that the service has received and not answered yet. OCPP-J lets a
 // station have one; a few more forgive a station that sends its next call as its answer is on the
@@ -63,7 +64,7 @@ export const CALLRESULT = 3;
 export const CALLERROR = 4;
 
 // What becomes of a frame nested deeper than MAX_FRAME_DEPTH, before anything recursive reads it:
-// - a CALL is answered with the version's format CALLERROR (1.6 spells it FormationViolation);
+// - a CALL is answered with the version's format CALLERROR (its codec's formatViolation);
 // - a CALLRESULT or CALLERROR (a station's answer to a call of ours) stands for a CALLERROR of
 //   that id, so the call it answers fails as a malformed answer would;
 // - one whose id cannot be read is answered the way OCPP-J answers an unreadable message:
@@ -80,7 +81,7 @@ export function deepFrameVerdict(frame: Uint8Array, protocol: string | undefined
   }
   if (answersOurs) return { kind: 'instead', frame: JSON.stringify([CALLERROR, head.id, 'FormatViolation', `answer ${why}`, {}]) };
   if (head.type === CALL) {
-    const code = protocol === 'ocpp1.6' ? 'FormationViolation' : 'FormatViolation';
+    const code = codecOf(protocol)?.formatViolation ?? 'FormatViolation';
     return { kind: 'answer', frame: JSON.stringify([CALLERROR, head.id, code, why, {}]) };
   }
   return { kind: 'answer', frame: JSON.stringify([CALLERROR, head.id, 'MessageTypeNotSupported', why, {}]) };

@@ -4,7 +4,9 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Writable, type Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { connectStation, OcppCallError, type OcppProtocol } from './ocpp-adapter.js';
+import { passwordProblem } from '../asset-management/station-credentials-service.js';
+import { OCPP_1_6, OCPP_2_0_1, OCPP_VERSIONS, subprotocolOf } from '../ocpp-vocabulary.js';
+import { connectStation, OcppCallError } from './ocpp-adapter.js';
 
 export const STATION_USAGE = `  cli station --id ASSET_ID [--url ws://127.0.0.1:3000/ocpp] [--ocpp 2.0.1|1.6]
               [--ca CERT.pem] [--heartbeat SECONDS] [--heartbeats N] [--hex-text]
@@ -70,7 +72,7 @@ export async function runStationCommand(
     options: {
       id: { type: 'string' },
       url: { type: 'string', default: 'ws://127.0.0.1:3000/ocpp' },
-      ocpp: { type: 'string', default: '2.0.1' },
+      ocpp: { type: 'string', default: OCPP_2_0_1 },
       ca: { type: 'string' },
       heartbeat: { type: 'string' },
       heartbeats: { type: 'string' },
@@ -78,12 +80,13 @@ export async function runStationCommand(
     },
   });
   if (!values.id) throw new StationInputError('--id is required');
-  if (values.ocpp !== '2.0.1' && values.ocpp !== '1.6') throw new StationInputError('--ocpp must be 2.0.1 or 1.6');
+  const version = OCPP_VERSIONS.find((v) => v === values.ocpp);
+  if (version === undefined) throw new StationInputError('--ocpp must be 2.0.1 or 1.6');
   const password = (input.env ?? process.env).STATION_PASSWORD || (await readPasswordLine(input.stdin ?? process.stdin, input.prompt ?? process.stderr));
   if (!password) throw new StationInputError('no password: set STATION_PASSWORD, or give the password on standard input');
-  const v16 = values.ocpp === '1.6';
-  if (v16 && !/^(?:[0-9A-Fa-f]{2}){16,20}$/.test(password)) throw new StationInputError('an OCPP 1.6 password is 32 to 40 hex digits');
-  const protocol: OcppProtocol = v16 ? 'ocpp1.6' : 'ocpp2.0.1';
+  const v16 = version === OCPP_1_6;
+  if (v16 && passwordProblem(version, password) !== null) throw new StationInputError('an OCPP 1.6 password is 32 to 40 hex digits');
+  const protocol = subprotocolOf(version);
   const limit = values.heartbeats !== undefined ? Number(values.heartbeats) : Infinity;
 
   const station = await connectStation({

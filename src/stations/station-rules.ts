@@ -1,7 +1,6 @@
 // Pure rules of a station's login and of its connection's bookkeeping, without I/O.
 import type { IncomingHttpHeaders } from 'node:http';
-
-export type SecurityProfile = 1 | 2 | 3;
+import { profileNeedsTls, profileUsesClientCertificates, type SecurityProfile } from '../ocpp-vocabulary.js';
 
 // X-Forwarded-Proto of a trusted proxy: every hop it lists must have been TLS, so a proxy that
 // appends to a value the station sent cannot be talked into profile 2 by that value.
@@ -19,8 +18,8 @@ export function forwardedOverTls(headers: IncomingHttpHeaders): boolean {
 // Profile 3 authenticates with client certificates, which this service does not serve.
 export function profileProblem(assetProfile: number, minProfile: SecurityProfile, overTls: boolean): string | null {
   const required = Math.max(assetProfile, minProfile);
-  if (required >= 3) return 'security profile 3 (client certificates) is not served';
-  if (required === 2 && !overTls) return 'security profile 2 needs TLS';
+  if (profileUsesClientCertificates(required)) return `security profile ${required} (client certificates) is not served`;
+  if (profileNeedsTls(required) && !overTls) return `security profile ${required} needs TLS`;
   return null;
 }
 
@@ -41,33 +40,6 @@ export function ocppIdentity(url: string | undefined, idPattern: RegExp): string
 export function stationTimings(leaseSeconds: number): { renewMs: number; seenWriteMs: number; seenFlushMs: number } {
   const renewMs = Math.max(100, Math.floor((leaseSeconds * 1000) / 3));
   return { renewMs, seenWriteMs: Math.min(leaseSeconds, 30) * 1000, seenFlushMs: Math.min(1000, renewMs) };
-}
-
-// The station's answer to the password command as one status, which the rotation maps to its
-// outcome (only `Accepted` switches the password). 1.6 ChangeConfiguration answers one status.
-// 2.0.1 SetVariables answers a list: it is `Accepted` only when the list is not empty and every
-// result accepts the password itself (SecurityCtrlr / BasicAuthPassword, the Actual attribute);
-// a result for anything else, or any refusal, is not an acceptance.
-export function passwordCommandStatus(protocol: 'ocpp1.6' | 'ocpp2.0.1', answer: unknown): string {
-  const a = (answer ?? {}) as { status?: unknown; setVariableResult?: unknown };
-  if (protocol === 'ocpp1.6') return typeof a.status === 'string' ? a.status : 'no status';
-  const results = Array.isArray(a.setVariableResult) ? (a.setVariableResult as unknown[]) : [];
-  if (results.length === 0) return 'no result';
-  const statuses: string[] = [];
-  for (const r of results) {
-    const result = (r ?? {}) as { attributeStatus?: unknown; attributeType?: unknown; component?: { name?: unknown }; variable?: { name?: unknown } };
-    const status = typeof result.attributeStatus === 'string' ? result.attributeStatus : 'no status';
-    const component = String(result.component?.name);
-    const variable = String(result.variable?.name);
-    const attribute = result.attributeType ?? 'Actual';
-    if (component !== 'SecurityCtrlr' || variable !== 'BasicAuthPassword' || attribute !== 'Actual') {
-      return `${status} for ${component}/${variable}${attribute === 'Actual' ? '' : ` (${String(attribute)})`}`;
-    }
-    statuses.push(status);
-  }
-  // A refusal outweighs a reboot, which outweighs acceptance: the password switches only when no
-  // result holds it back, and is left unconfirmed only when the station may still apply it.
-  return statuses.find((s) => s !== 'Accepted' && s !== 'RebootRequired') ?? statuses.find((s) => s === 'RebootRequired') ?? 'Accepted';
 }
 
 // How long a disconnect whose write failed waits before its next try: 0.5 s, doubling, at most

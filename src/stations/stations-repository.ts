@@ -1,51 +1,16 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
-import { assets, stationConnections, stationReplicas, stationTakeovers, type ConnectorStatusRecord } from '../db/schema.js';
-import type { RotationState } from '../asset-management/rotation.js';
+import type { OcppSubprotocol } from '../ocpp-vocabulary.js';
+import { stationConnections, stationReplicas, stationTakeovers, type ConnectorStatusRecord } from './stations-tables.js';
 
-export interface StationLoginRow {
-  id: string;
-  ocppVersion: '1.6' | '2.0.1';
-  securityProfile: number;
-  passwordHash: string | null;
-  pendingPasswordHash: string | null;
-  replacedPasswordHash: string | null;
-  rotationId: string | null;
-  rotationState: RotationState | null;
-  deadlinePassed: boolean;
-}
-
-const loginColumns = {
-  id: assets.id,
-  ocppVersion: assets.ocppVersion,
-  securityProfile: assets.securityProfile,
-  passwordHash: assets.passwordHash,
-  pendingPasswordHash: assets.pendingPasswordHash,
-  replacedPasswordHash: assets.replacedPasswordHash,
-  rotationId: assets.rotationId,
-  rotationState: assets.rotationState,
-  deadlinePassed: sql<boolean>`coalesce(${assets.rotationDeadline} < now(), false)`,
-};
-
-// The statements every connecting station runs (login, claim, boot, connector status, release)
-// take many stations at once (src/batching.ts gathers them): one statement of constant text with
-// arrays for parameters, so a storm of 2,000 stations is a few dozen statements, not 8,000.
-
-// Not network-scoped: a connecting station presents only its identity. One row per id found, in
-// the order of ids; undefined for an unknown one.
-export async function findStationLogins(db: Executor, ids: string[]): Promise<Array<StationLoginRow | undefined>> {
-  const rows = await db
-    .select(loginColumns)
-    .from(assets)
-    .where(sql`${assets.id} = any(${sql.param(ids)}::text[])`);
-  const byId = new Map(rows.map((r) => [r.id, r]));
-  return ids.map((id) => byId.get(id));
-}
+// The statements every connecting station runs (claim, boot, connector status, release) take many
+// stations at once (src/batching.ts gathers them): one statement of constant text with arrays for
+// parameters, so a storm of 2,000 stations is a few dozen statements, not 8,000.
 
 export interface StationClaim {
   assetId: string;
   replicaId: string;
-  protocol: string;
+  protocol: OcppSubprotocol;
 }
 
 // Takes each station for its replica with a new epoch: any older connection, here or on another
@@ -260,7 +225,7 @@ export async function touchStations(db: Executor, seen: Array<{ assetId: string;
 export interface StationRow {
   assetId: string;
   connected: boolean;
-  protocol: string;
+  protocol: OcppSubprotocol;
   connectedAt: Date;
   lastSeenAt: Date;
   vendor: string | null;

@@ -1,5 +1,5 @@
+import type { StationView } from '../asset-management/station-credentials-service.js';
 import type { Executor } from '../db/database.js';
-import type { StationView } from './station-schemas.js';
 import { findStations } from './stations-repository.js';
 
 // The `station` object of each asset, in one query for a page of assets.
@@ -10,7 +10,7 @@ export async function stationViews(db: Executor, assetIds: string[]): Promise<Ma
       r.assetId,
       {
         connected: r.connected === true,
-        protocol: r.protocol as StationView['protocol'],
+        protocol: r.protocol,
         connectedAt: r.connectedAt.toISOString(),
         lastSeenAt: r.lastSeenAt.toISOString(),
         vendor: r.vendor,

@@ -1,4 +1,5 @@
 import { bigint, index, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import type { OcppSubprotocol } from '../ocpp-vocabulary.js';
 
 // One row per running replica (its id is made at start, in memory): the lease says it is alive.
 // A replica that dies stops renewing, and every station it held reads disconnected once the lease
@@ -32,7 +33,7 @@ export const stationConnections = pgTable(
     // Raised by every accepted connection: a replica acts on a row only while its epoch is the
     // row's, so the newest connection wins whichever replica it lands on.
     epoch: bigint('epoch', { mode: 'number' }).notNull(),
-    protocol: text('protocol').notNull(),
+    protocol: text('protocol').$type<OcppSubprotocol>().notNull(),
     connectedAt: timestamp('connected_at', { withTimezone: true, precision: 3 }).notNull(),
     lastSeenAt: timestamp('last_seen_at', { withTimezone: true, precision: 3 }).notNull(),
     disconnectedAt: timestamp('disconnected_at', { withTimezone: true, precision: 3 }),
@@ -41,7 +42,8 @@ export const stationConnections = pgTable(
     serialNumber: text('serial_number'),
     firmwareVersion: text('firmware_version'),
     bootedAt: timestamp('booted_at', { withTimezone: true, precision: 3 }),
-    // Keyed "evseId/connectorId" (1.6: "0/connectorId").
+    // Keyed by connector as the version's codec names it: "evseId/connectorId" (2.0.1),
+    // "connectorId" (1.6).
     connectorStatuses: jsonb('connector_statuses').notNull().default({}).$type<Record<string, ConnectorStatusRecord>>(),
   },
   (t) => [index('station_connections_replica_idx').on(t.replicaId)],

@@ -5,7 +5,8 @@ import { assetPasswordChanges, assets } from '../../src/asset-management/asset-m
 import { updateAssetPassword } from '../../src/asset-management/assets-repository.js';
 import { changeAssetPassword } from '../../src/asset-management/password-rotation-service.js';
 import { HASH_CONCURRENCY, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
-import { DEFAULT_ARGON2_PARAMS, PASSWORD_RULES, verifyPassword } from '../../src/asset-management/passwords.js';
+import { DEFAULT_ARGON2_PARAMS, verifyPassword } from '../../src/asset-management/password-hashing.js';
+import { PASSWORD_RULES } from '../../src/asset-management/password-rules.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { BAD_REQUEST, createAsset, familyError, uniqueNetwork } from '../helpers/asset-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
@@ -94,7 +95,7 @@ describe('change-password: supplied password', () => {
   it('without an injected cost the service hashes with the production parameters', async () => {
     const asset = await createAsset(t);
     const password = password201(24);
-    await changeAssetPassword(t.database.db, {}, { clientId: 'cli_writer', network: null }, { id: asset.id, password });
+    await changeAssetPassword(t.database.db, { stations: t.app.stations }, { clientId: 'cli_writer', network: null }, { id: asset.id, password });
     const { memoryKiB, iterations, parallelism } = DEFAULT_ARGON2_PARAMS;
     expect((await row(asset.id)).passwordHash).toMatch(new RegExp(`^argon2id\\$v=19,m=${memoryKiB},t=${iterations},p=${parallelism}\\$`));
     expect(memoryKiB).toBeGreaterThanOrEqual(19 * 1024);

@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { setImmediate as tick } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { HASH_CONCURRENCY, hashConcurrency, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
-import { hashScryptPassword, hashSuppliedPassword, verifyPassword } from '../../src/asset-management/passwords.js';
+import { hashScryptPassword, hashSuppliedPassword, verifyPassword } from '../../src/asset-management/password-hashing.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 // A task that holds its place in the queue until released.

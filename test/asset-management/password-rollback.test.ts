@@ -5,7 +5,7 @@
 import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-tables.js';
-import { verifyPassword } from '../../src/asset-management/passwords.js';
+import { verifyPassword } from '../../src/asset-management/password-hashing.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { BAD_REQUEST, createAsset, familyError, uniqueAssetId, uniqueNetwork, type CreatedAsset } from '../helpers/asset-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';

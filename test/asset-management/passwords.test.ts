@@ -1,23 +1,20 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { OCPP_VERSIONS, type OcppVersion } from '../../src/asset-management/asset-management-tables.js';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
-import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 import {
   DEFAULT_ARGON2_PARAMS,
-  PASSWORD_RULES,
-  generatePassword,
   hashAssetPassword,
   hashGeneratedPassword,
   hashScryptPassword,
   hashSuppliedPassword,
-  passwordProblem,
   passwordScheme,
-  stationPasswordText,
   verifyPassword,
-  verifyStationPassword,
   type ScryptParams,
-} from '../../src/asset-management/passwords.js';
+} from '../../src/asset-management/password-hashing.js';
+import { PASSWORD_RULES, generatePassword, passwordProblem } from '../../src/asset-management/password-rules.js';
+import { stationPasswordText, verifyStationPassword } from '../../src/asset-management/station-passwords.js';
+import { OCPP_VERSIONS, type OcppVersion } from '../../src/ocpp-vocabulary.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 // Written out independently of the implementation so a typo there cannot hide here.
 const LOWER = 'abcdefghijklmnopqrstuvwxyz';

@@ -4,12 +4,12 @@
 // hold still logs in (the database never refuses what the station has; docs/rotation.md).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { changeAssetPassword, type StationCommandPort } from '../../src/asset-management/password-rotation-service.js';
+import { verifyPassword } from '../../src/asset-management/password-hashing.js';
 import { rollBackAssetPassword } from '../../src/asset-management/password-rollback-service.js';
-import { verifyPassword } from '../../src/asset-management/passwords.js';
+import { changeAssetPassword } from '../../src/asset-management/password-rotation-service.js';
 import { acceptedCredentials, effectiveState, loginSlots, step, type Slots, type StationAnswer, type StepEffect } from '../../src/asset-management/rotation.js';
-import { checkStationCredential } from '../../src/stations/station-credential.js';
-import { claimStations, findStationLogins, releaseStations } from '../../src/stations/stations-repository.js';
+import { checkStationCredential, readStationLogins, type StationLink } from '../../src/asset-management/station-credentials-service.js';
+import { claimStations, releaseStations } from '../../src/stations/stations-repository.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
@@ -35,7 +35,7 @@ const actions: fc.Arbitrary<Action> = fc.oneof(
 
 // Whether a login with this credential would be accepted now, read from the row without moving it.
 async function accepted(id: string, credential: string): Promise<boolean> {
-  const row = (await findStationLogins(t.database.db, [id]))[0]!;
+  const row = (await readStationLogins(t.database.db, [id]))[0]!;
   for (const slot of loginSlots(row.rotationState)) {
     const hash = slot === 'active' ? row.passwordHash : row.pendingPasswordHash;
     if (hash !== null && (await verifyPassword(credential, hash))) return true;
@@ -52,7 +52,9 @@ describe('rotation against the database', () => {
         // What the station was sent by the latest request, if anything.
         const last: { sent: string | null } = { sent: null };
         let scripted: StationAnswer = { kind: 'timeout' };
-        const port: StationCommandPort = {
+        const port: StationLink = {
+          // Where the station is, from the connection table the steps below write.
+          views: (ids) => t.app.stations.views(ids),
           async sendPasswordChange(command) {
             last.sent = command.password;
             return scripted;
@@ -79,7 +81,7 @@ describe('rotation against the database', () => {
           } else if (action.type === 'connect') {
             const held = [...mayHold];
             const credential = held[action.pick % held.length]!;
-            const row = (await findStationLogins(db, [asset.id]))[0]!;
+            const row = (await readStationLogins(db, [asset.id]))[0]!;
             const matched = await checkStationCredential(db, row, Buffer.from(credential), { log: t.app.log });
             expect(matched === 'active' || matched === 'pending').toBe(true);
             mayHold = new Set([credential]);
@@ -87,7 +89,7 @@ describe('rotation against the database', () => {
           } else if (action.type === 'disconnect' && epoch !== null) {
             await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }]);
           } else if (action.type === 'stray') {
-            const row = (await findStationLogins(db, [asset.id]))[0]!;
+            const row = (await readStationLogins(db, [asset.id]))[0]!;
             expect(await checkStationCredential(db, row, Buffer.from('Never:issued-password-0'), { log: t.app.log })).toBeNull();
           }
           for (const credential of mayHold) expect(await accepted(asset.id, credential)).toBe(true);
@@ -127,7 +129,8 @@ describe('the database follows the rotation state machine', () => {
         const asset = await createAsset(t);
         const sent: { password: string | null } = { password: null };
         let scripted: StationAnswer = { kind: 'timeout' };
-        const port: StationCommandPort = {
+        const port: StationLink = {
+          views: (ids) => t.app.stations.views(ids),
           async sendPasswordChange(command) {
             sent.password = command.password;
             return scripted;
@@ -164,7 +167,7 @@ describe('the database follows the rotation state machine', () => {
             expect(got).toBe(expectedAnswer(effect));
           } else if (move.type === 'connect') {
             const credential = issued[move.pick % issued.length]!;
-            const row = (await findStationLogins(db, [asset.id]))[0]!;
+            const row = (await readStationLogins(db, [asset.id]))[0]!;
             const matched = await checkStationCredential(db, row, Buffer.from(credential), { log: t.app.log });
             const { slots: next, effect } = step(slots, { type: 'login', credential });
             slots = next;
@@ -185,7 +188,7 @@ describe('the database follows the rotation state machine', () => {
             slots = next;
             expect(result).toBe(expectedAnswer(effect));
           }
-          const row = (await findStationLogins(db, [asset.id]))[0]!;
+          const row = (await readStationLogins(db, [asset.id]))[0]!;
           expect(row.rotationState && effectiveState(row.rotationState, row.deadlinePassed)).toBe(slots.rotation?.state);
           const expected = acceptedCredentials(slots);
           for (const credential of issued) expect(await accepted(asset.id, credential), credential).toBe(expected.includes(credential));

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { RPCClient } from 'ocpp-rpc';
 import WebSocket from 'ws';
+import { OCPP_VERSIONS, subprotocolOf } from '../../src/ocpp-vocabulary.js';
 import { callParams, closingFrame, frameArb, MAX_FRAME_BYTES, type Frame, type Version } from './ocpp-fuzz-frames.js';
 import { expectationOf, judge, matchAnswers, readAnswer, type Seen } from './ocpp-fuzz-oracle.js';
 
@@ -21,7 +22,6 @@ export interface StationAsset {
 // throttled by peer address, which must never delay a correct login from another address.
 const STATION_ADDRESS = '127.0.0.1';
 const REFUSED_ADDRESS = '127.0.0.3';
-const PROTOCOL: Record<Version, string> = { '1.6': 'ocpp1.6', '2.0.1': 'ocpp2.0.1' };
 // How long a session waits for the answers it is owed before it calls them missing.
 const ANSWER_WAIT_MS = 4000;
 
@@ -34,7 +34,7 @@ export type SessionSpec =
   | { kind: 'nonReader'; version: Version; frameBytes: number; answerMiB: number }
   | { kind: 'refused'; version: Version; how: 'wrong-password' | 'unknown-identity' | 'other-user' | 'no-credentials' | 'malformed'; junk: string };
 
-const versionArb = fc.constantFrom<Version>('1.6', '2.0.1');
+const versionArb = fc.constantFrom<Version>(...OCPP_VERSIONS);
 
 export const sessionArb: fc.Arbitrary<SessionSpec> = fc.oneof(
   {
@@ -74,7 +74,7 @@ function wsUrl(endpoint: string, asset: StationAsset): string {
 // A WebSocket of `asset`, logged in with its password; a refused login is a problem of the
 // session (correct logins from this address are never refused).
 async function openSocket(endpoint: string, asset: StationAsset): Promise<WebSocket | string> {
-  const ws = new WebSocket(wsUrl(endpoint, asset), [PROTOCOL[asset.version]], {
+  const ws = new WebSocket(wsUrl(endpoint, asset), [subprotocolOf(asset.version)], {
     headers: { authorization: basic(asset.id, passwordBytes(asset)) },
     localAddress: STATION_ADDRESS,
     perMessageDeflate: false,
@@ -140,7 +140,7 @@ async function runRpc(endpoint: string, asset: StationAsset, spec: Extract<Sessi
     endpoint,
     identity: asset.id,
     password: passwordBytes(asset) as unknown as string,
-    protocols: [PROTOCOL[spec.version]],
+    protocols: [subprotocolOf(spec.version)],
     strictMode: false,
     reconnect: false,
     callConcurrency: spec.concurrency,
@@ -235,7 +235,7 @@ async function runRefused(port: number, asset: StationAsset, spec: Extract<Sessi
         upgrade: 'websocket',
         'sec-websocket-version': '13',
         'sec-websocket-key': randomBytes(16).toString('base64'),
-        'sec-websocket-protocol': PROTOCOL[spec.version],
+        'sec-websocket-protocol': subprotocolOf(spec.version),
         ...(authorization === undefined ? {} : { authorization }),
       },
     });

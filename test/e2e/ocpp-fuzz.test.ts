@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OCPP_VERSIONS } from '../../src/ocpp-vocabulary.js';
 import { bootstrapToken, killProcess, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { stationClient, type StationClient } from '../helpers/station-factory.js';
@@ -69,7 +70,7 @@ describe(`the OCPP-J endpoint of a live process, fuzzed (${database})`, () => {
       const { password } = await api('/assets/change-password', { id });
       return { id, version, password: password! };
     };
-    for (const version of ['1.6', '2.0.1'] as const) {
+    for (const version of OCPP_VERSIONS) {
       for (let i = 0; i < MAX_SESSIONS_PER_RUN; i++) assets[version].push(await provision(`CP-fuzz-${version.replace(/\./g, '')}-${i}`, version));
       refusedAssets[version] = await provision(`CP-fuzz-${version.replace(/\./g, '')}-refused`, version);
     }

@@ -3,6 +3,7 @@ import { expect } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import type { OcppVersion } from '../../src/ocpp-vocabulary.js';
 import type { TestApp, TokenOptions } from './test-app.js';
 
 // Fresh names per call: tests share one app (and database) per file, so no two may collide.
@@ -52,7 +53,7 @@ export async function createModel(t: TestApp, overrides: Record<string, unknown>
 export interface CreatedAsset {
   id: string;
   network: string;
-  ocppVersion: '1.6' | '2.0.1';
+  ocppVersion: OcppVersion;
   securityProfile: number;
   passwordChangedAt: string | null;
   [key: string]: unknown;
@@ -60,7 +61,7 @@ export interface CreatedAsset {
 
 export async function createAsset(
   t: TestApp,
-  body: { id?: string; network?: string; ocppVersion?: '1.6' | '2.0.1'; securityProfile?: number; name?: string; chargingStationModelId?: string } = {},
+  body: { id?: string; network?: string; ocppVersion?: OcppVersion; securityProfile?: number; name?: string; chargingStationModelId?: string } = {},
 ): Promise<CreatedAsset> {
   const res = await t.app.inject({
     method: 'POST',

@@ -1,4 +1,4 @@
-import type { Argon2Params } from '../../src/asset-management/passwords.js';
+import type { Argon2Params } from '../../src/asset-management/password-hashing.js';
 
 // argon2id at its smallest cost: tests of supplied passwords need not spend ~80 ms a hash. The
 // verifier reads the parameters from the stored hash, so these hashes verify like production ones.

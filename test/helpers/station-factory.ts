@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { RPCClient } from 'ocpp-rpc';
+import { subprotocolOf, type OcppVersion } from '../../src/ocpp-vocabulary.js';
 import { createTestApp, type TestApp, type TestAppOptions } from './test-app.js';
 import { ASSET_WRITER, createAsset } from './asset-factory.js';
 import { CHEAP_HASH } from './password-hash-params.js';
@@ -10,7 +11,7 @@ import { CHEAP_HASH } from './password-hash-params.js';
 export interface ProvisionedStation {
   id: string;
   network: string;
-  ocppVersion: '1.6' | '2.0.1';
+  ocppVersion: OcppVersion;
   // The password as the API took it (1.6: hex text).
   password: string;
 }
@@ -18,7 +19,7 @@ export interface ProvisionedStation {
 // An asset with a password set through the API, as an operator provisions a station.
 export async function provisionStation(
   t: TestApp,
-  body: { ocppVersion?: '1.6' | '2.0.1'; securityProfile?: number; password?: string } = {},
+  body: { ocppVersion?: OcppVersion; securityProfile?: number; password?: string } = {},
 ): Promise<ProvisionedStation> {
   const asset = await createAsset(t, { ocppVersion: body.ocppVersion ?? '2.0.1', securityProfile: body.securityProfile ?? 1 });
   const res = await t.app.inject({
@@ -138,8 +139,6 @@ export function useStationApp(options: TestAppOptions = {}): StationApp {
   });
 }
 
-export type OcppVersion = '1.6' | '2.0.1';
-export const PROTOCOL_OF = { '1.6': 'ocpp1.6', '2.0.1': 'ocpp2.0.1' } as const;
 // The call that carries a new password to a station of the version.
 export const PASSWORD_COMMAND = { '1.6': 'ChangeConfiguration', '2.0.1': 'SetVariables' } as const;
 
@@ -158,7 +157,7 @@ export function passwordCommandAnswer(version: OcppVersion, status: string, para
 // A station of the version logging in with this password: 101 when let in (the socket is closed
 // again at once), otherwise the HTTP status of the refused upgrade.
 export async function loginStatus(endpoint: string, station: { id: string; version: OcppVersion; password: string }): Promise<number> {
-  const client = stationClient(endpoint, { identity: station.id, password: wirePassword(station.version, station.password), protocols: [PROTOCOL_OF[station.version]] });
+  const client = stationClient(endpoint, { identity: station.id, password: wirePassword(station.version, station.password), protocols: [subprotocolOf(station.version)] });
   const status = await client.connect().then(
     () => 101,
     (e: { code?: number }) => e.code ?? -1,

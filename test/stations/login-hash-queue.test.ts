@@ -3,8 +3,9 @@
 import { setImmediate as tick } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import { HASH_CONCURRENCY, passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
-import { hashSuppliedPassword, verifyPassword } from '../../src/asset-management/passwords.js';
-import { LOGIN_QUEUE_LIMITS, createLoginHashQueue, type SlowCheck } from '../../src/stations/login-hash-queue.js';
+import { hashSuppliedPassword, verifyPassword } from '../../src/asset-management/password-hashing.js';
+import type { SlowCheck } from '../../src/asset-management/station-credentials-service.js';
+import { LOGIN_QUEUE_LIMITS, createLoginHashQueue } from '../../src/stations/login-hash-queue.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 // Holds every place of the process's hashing queue until released.

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FairQueue, type Queued } from '../../src/stations/fair-queue.js';
 import { LOGIN_THROTTLE_LIMITS, MAX_DEBT_BURSTS, createLoginThrottle, loginAddress } from '../../src/stations/login-throttle.js';
-import { LOGIN_MEMORY_LIMITS, chooseSlowCheck, createLoginMemory, type SlowCandidate } from '../../src/stations/credential-choice.js';
+import { LOGIN_MEMORY_LIMITS, chooseSlowCheck, createLoginMemory, type SlowCandidate } from '../../src/asset-management/credential-choice.js';
 import { LOGIN_LIMITS } from '../../src/stations/login-gate.js';
 
 interface Item extends Queued {

@@ -3,15 +3,18 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { answerOutcome } from '../../src/asset-management/rotation.js';
-import { passwordCommandStatus } from '../../src/stations/station-rules.js';
+import type { OcppSubprotocol } from '../../src/ocpp-vocabulary.js';
+import { codecOf } from '../../src/stations/ocpp-codec.js';
 import { ASSET_WRITER, familyError } from '../helpers/asset-factory.js';
 import { provisionStation, stationClient, useStationApp, type ProvisionedStation } from '../helpers/station-factory.js';
 
-const outcomeOf = (protocol: 'ocpp1.6' | 'ocpp2.0.1', answer: unknown) => answerOutcome({ kind: 'status', status: passwordCommandStatus(protocol, answer) });
+// The station's answer as its version's codec reads it.
+const passwordCommandStatus = (protocol: OcppSubprotocol, answer: unknown) => codecOf(protocol)!.readPasswordAnswer(answer);
+const outcomeOf = (protocol: OcppSubprotocol, answer: unknown) => answerOutcome({ kind: 'status', status: passwordCommandStatus(protocol, answer) });
 
 const PASSWORD_RESULT = { component: { name: 'SecurityCtrlr' }, variable: { name: 'BasicAuthPassword' } };
 
-describe('passwordCommandStatus', () => {
+describe('the password answer, as each codec reads it', () => {
   const status = fc.oneof(
     fc.constantFrom('Accepted', 'Rejected', 'UnknownComponent', 'UnknownVariable', 'NotSupportedAttributeType', 'RebootRequired'),
     fc.string({ maxLength: 12 }),

@@ -7,18 +7,17 @@ import type { AddressInfo } from 'node:net';
 import { asc, eq } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
 import { assetPasswordChanges } from '../../src/asset-management/asset-management-tables.js';
-import { recordReplacedLogin } from '../../src/asset-management/password-rotation-service.js';
+import { markStaleLogin } from '../../src/asset-management/assets-repository.js';
+import { subprotocolOf, type OcppVersion } from '../../src/ocpp-vocabulary.js';
 import { ASSET_WRITER, familyError, siblingApp } from '../helpers/asset-factory.js';
 import {
   PASSWORD_COMMAND,
-  PROTOCOL_OF,
   loginStatus,
   passwordCommandAnswer,
   provisionStation,
   stationClient,
   useStationApp,
   wirePassword,
-  type OcppVersion,
   type ProvisionedStation,
   type StationClient,
 } from '../helpers/station-factory.js';
@@ -44,7 +43,7 @@ async function outcomes(id: string) {
 }
 
 async function connect(s: ProvisionedStation, password: string, endpoint = t.endpoint): Promise<StationClient> {
-  const client = stationClient(endpoint, { identity: s.id, password: wirePassword(s.ocppVersion, password), protocols: [PROTOCOL_OF[s.ocppVersion]] });
+  const client = stationClient(endpoint, { identity: s.id, password: wirePassword(s.ocppVersion, password), protocols: [subprotocolOf(s.ocppVersion)] });
   t.open.push(client);
   await client.connect();
   return client;
@@ -212,7 +211,7 @@ describe('rollback and the station', () => {
     expect((await post({ id: s.id })).statusCode).toBe(200);
     expect((await post({ id: s.id, rollback: true })).statusCode).toBe(200);
     // The login was checked against the switch just before the rollback; its record lands after.
-    await recordReplacedLogin(t.database.db, s.id);
+    await markStaleLogin(t.database.db, s.id);
     expect(await rotation(s.id)).toMatchObject({ state: 'ROLLED_BACK', staleLoginAt: null });
   });
 });

@@ -7,7 +7,7 @@ import { request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
-import { DEFAULT_ARGON2_PARAMS } from '../../src/asset-management/passwords.js';
+import { DEFAULT_ARGON2_PARAMS } from '../../src/asset-management/password-hashing.js';
 import { ASSET_WRITER } from '../helpers/asset-factory.js';
 import { basic, provisionStation, refusedWith, stationClient, useStationApp, type StationApp, type StationClient } from '../helpers/station-factory.js';
 
@@ -26,8 +26,8 @@ vi.mock('argon2', async (importOriginal) => {
     },
   };
 });
-vi.mock('../../src/stations/stations-repository.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../src/stations/stations-repository.js')>();
+vi.mock('../../src/asset-management/assets-repository.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../../src/asset-management/assets-repository.js')>();
   return {
     ...original,
     findStationLogins(...args: Parameters<typeof original.findStationLogins>) {

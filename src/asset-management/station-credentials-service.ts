@@ -1,15 +1,56 @@
-// A station's password against the asset's credential slots, at the cost of at most one slow hash
-// per login: every fast (HMAC) check first, then one slow check chosen by credential-choice.ts,
-// waiting for its hash in the fair login queue (login-hash-queue.ts).
+// The station credential as the stations area uses it, and the one module of asset management that
+// area imports (eslint.config.js): what a login reads of its asset, which credential slot its
+// password matches at the cost of at most one slow hash (every fast HMAC check first, then one
+// slow check chosen by credential-choice.ts, run through the queue the caller gives), and what a
+// login does to the rotation. With it, the few rules and types of asset management a station's
+// login and password command need, and the port asset management states for the station side.
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { loggableError, type Db } from '../db/database.js';
-import { isSlowHash, stationPasswordTexts, verifyPassword, type HashRunner } from '../asset-management/passwords.js';
-import { recordReplacedLogin, recordStationLogin } from '../asset-management/password-rotation-service.js';
-import { afterLogin, loginSlots, reportsReplacedLogin, type Slot } from '../asset-management/rotation.js';
+import { loggableError, type Db, type Executor } from '../db/database.js';
+import { dropPending, findStationLogins, lockRotation, markStaleLogin, promotePending, updatePasswordChange, type StationLoginRow } from './assets-repository.js';
 import { chooseSlowCheck, type LoginMemory, type SlowCandidate } from './credential-choice.js';
-import type { LoginHashQueue, SlowCheckOutcome } from './login-hash-queue.js';
-import type { StationLoginRow } from './stations-repository.js';
+import { isSlowHash, verifyPassword, type HashRunner } from './password-hashing.js';
+import { afterLogin, loginSlots, reportsReplacedLogin, type Slot } from './rotation.js';
+import { stationPasswordTexts } from './station-passwords.js';
+
+export { ID_PATTERN } from './asset-management-schemas.js';
+export { LOGIN_MEMORY_LIMITS, createLoginMemory, type LoginMemory } from './credential-choice.js';
+export { HASH_CONCURRENCY, passwordHashQueue } from './password-hash-queue.js';
+export { RUN_NOW, type HashRunner } from './password-hashing.js';
+export { passwordProblem } from './password-rules.js';
+export type { StationAnswer } from './rotation.js';
+export type { PasswordCommand, StationLink, StationView } from './station-link.js';
+export type { StationLoginRow };
+
+// The login read of many stations at once, in the order of ids (undefined for an unknown one).
+export function readStationLogins(db: Executor, ids: string[]): Promise<Array<StationLoginRow | undefined>> {
+  return findStationLogins(db, ids);
+}
+
+// A slow password check waiting for its turn to hash, as the caller's queue runs it.
+export interface SlowCheck {
+  // The login's address (its lane) and identity (at most one slow check each waiting or running).
+  address: string;
+  identity: string;
+  // The station hung up: its check is dropped without hashing.
+  abandoned(): boolean;
+  // The hash itself, run with the runner given (the turn is already held when the queue runs it).
+  verify(run: HashRunner): Promise<boolean>;
+}
+
+export type SlowCheckOutcome =
+  | { kind: 'checked'; matched: boolean }
+  // No turn within the queue's wait bound.
+  | { kind: 'timeout' }
+  | { kind: 'abandoned' }
+  // Another login of the identity is waiting or being checked; `sameAddress` when it came from
+  // the same address (a station racing itself), otherwise from elsewhere.
+  | { kind: 'busy'; sameAddress: boolean }
+  | { kind: 'full' };
+
+export interface SlowCheckQueue {
+  check(work: SlowCheck): Promise<SlowCheckOutcome>;
+}
 
 interface Check extends SlowCandidate {
   encoded: string;
@@ -60,7 +101,7 @@ export interface CredentialContext {
   address?: string;
   // Without a queue the slow check runs through the hashing queue directly; without a memory the
   // choice among slow checks is the random one of a first attempt.
-  hashQueue?: LoginHashQueue;
+  hashQueue?: SlowCheckQueue;
   memory?: LoginMemory;
 }
 
@@ -97,10 +138,23 @@ export async function checkStationCredential(db: Db, asset: StationLoginRow, pas
     // operator can configure the station or force a change.
     context.log.warn({ station: asset.id, rotation: asset.rotationId }, 'station keeps using the password its latest rotation replaced; refused');
     context.onReplacedLogin?.();
-    await recordReplacedLogin(db, asset.id).catch((error: unknown) => context.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'));
+    await markStaleLogin(db, asset.id).catch((error: unknown) => context.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'));
     return 'replaced';
   }
   memory?.succeeded(asset.id, address);
   if (afterLogin(asset.rotationState, asset.deadlinePassed, matched.slot) !== null) await recordStationLogin(db, asset.id, matched.slot);
   return matched.slot;
+}
+
+// A station logged in with the credential of `slot`: an unconfirmed rotation ends here.
+async function recordStationLogin(db: Db, assetId: string, slot: Slot): Promise<void> {
+  await db.transaction(async (tx) => {
+    const row = await lockRotation(tx, { network: null }, assetId);
+    if (!row?.rotationId) return;
+    const next = afterLogin(row.rotationState, row.deadlinePassed, slot);
+    if (next === 'CONFIRMED') await promotePending(tx, { id: assetId, rotationId: row.rotationId, state: next });
+    else if (next === 'DISCARDED') await dropPending(tx, { id: assetId, rotationId: row.rotationId, state: next });
+    else return;
+    await updatePasswordChange(tx, row.rotationId, { resolution: next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED' });
+  });
 }

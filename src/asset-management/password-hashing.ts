@@ -1,42 +1,15 @@
-import { createHmac, randomBytes, randomInt, scrypt, timingSafeEqual, type BinaryLike, type ScryptOptions } from 'node:crypto';
+// How an asset's password is stored and checked: the hash schemes, their parameters and bounds, and
+// the one decision of which scheme a new password gets (hashAssetPassword).
+import { createHmac, randomBytes, scrypt, timingSafeEqual, type BinaryLike, type ScryptOptions } from 'node:crypto';
 import argon2 from 'argon2';
-// A type only, erased at run time: this file of rules loads nothing of the database.
-import type { OcppVersion } from './asset-management-tables.js';
+import { OCPP_1_6, type OcppVersion } from '../ocpp-vocabulary.js';
 import { passwordHashQueue } from './password-hash-queue.js';
 
 // Where a slow hash runs: the process's bounded hashing queue (the default), or at once, for a
-// caller that already holds a turn in that queue (a station login's turn, login-hash-queue.ts).
+// caller that already holds a turn in that queue (a station login's turn in the stations' fair
+// login queue).
 export type HashRunner = <T>(task: () => Promise<T>) => Promise<T>;
 export const RUN_NOW: HashRunner = (task) => task();
-
-// OCPP 2.0.1 passwordString (A00.FR.205): exactly these 71 characters.
-const OCPP201_ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789*-_=:+|@.';
-
-// Anchored without the `m` flag, so `$` cannot match before a trailing newline.
-const PASSWORD_PATTERNS: Record<OcppVersion, RegExp> = {
-  '2.0.1': /^[A-Za-z0-9*\-_=:+|@.]{16,40}$/,
-  // The 1.6 AuthorizationKey is 16 to 20 bytes; hex pairs keep it to whole bytes.
-  '1.6': /^(?:[0-9A-Fa-f]{2}){16,20}$/,
-};
-
-export const PASSWORD_RULES: Record<OcppVersion, string> = {
-  '2.0.1': 'password for an OCPP 2.0.1 asset must be 16 to 40 characters from a-z, A-Z, 0-9 and * - _ = : + | @ .',
-  '1.6':
-    'password for an OCPP 1.6 asset must be 16 to 20 bytes written as hexadecimal: an even number of 32 to 40 characters from 0-9, a-f, A-F',
-};
-
-export function passwordProblem(version: OcppVersion, password: string): string | null {
-  return typeof password === 'string' && PASSWORD_PATTERNS[version].test(password) ? null : PASSWORD_RULES[version];
-}
-
-// Always the maximum length the version allows: more entropy costs the caller nothing.
-export function generatePassword(version: OcppVersion): string {
-  if (version === '1.6') return randomBytes(20).toString('hex');
-  let password = '';
-  // randomInt rejects out-of-range draws instead of reducing modulo, so there is no bias.
-  for (let i = 0; i < 40; i++) password += OCPP201_ALPHABET[randomInt(OCPP201_ALPHABET.length)];
-  return password;
-}
 
 export interface Argon2Params {
   memoryKiB: number;
@@ -202,10 +175,10 @@ export async function hashAssetPassword(
   password: string,
   options: { generated: boolean; passwordHashParams?: Argon2Params | undefined },
 ): Promise<string> {
-  const text = version === '1.6' ? password.toLowerCase() : password;
+  const text = version === OCPP_1_6 ? password.toLowerCase() : password;
   if (options.generated) return hashGeneratedPassword(text);
   const encoded = await hashSuppliedPassword(text, options.passwordHashParams);
-  return version === '1.6' ? `argon2id-hex${encoded.slice('argon2id'.length)}` : encoded;
+  return version === OCPP_1_6 ? `argon2id-hex${encoded.slice('argon2id'.length)}` : encoded;
 }
 
 // Every scheme but HMAC costs a slow hash (tens of milliseconds of CPU) to verify.
@@ -267,40 +240,4 @@ function verifyHmac(password: string, encoded: string): boolean {
   const expected = strictBase64(match[2]!);
   if (!salt || !expected || salt.length < 8 || expected.length !== 32) return false;
   return timingSafeEqual(hmac(password, salt), expected);
-}
-
-const HEX_TEXT = /^(?:[0-9A-Fa-f]{2}){16,20}$/;
-
-// What a station's Basic Auth password bytes stand for, as the text the API took,
-// or null when they cannot be a password of that version at all (refused without hashing).
-// 2.0.1 sends the passwordString as UTF-8. 1.6 sends the AuthorizationKey's 16-20 raw bytes, which
-// are compared as their hex text; 32-40 bytes of hex text are the common station quirk of sending
-// the text itself. The two lengths never overlap, so neither reading can shadow the other.
-export function stationPasswordText(version: OcppVersion, raw: Buffer): string | null {
-  if (!Buffer.isBuffer(raw)) return null;
-  if (version === '2.0.1') {
-    const text = raw.toString('utf8');
-    // The alphabet is ASCII, so invalid UTF-8 (decoded to U+FFFD) fails the rule too.
-    return passwordProblem('2.0.1', text) === null ? text : null;
-  }
-  if (raw.length >= 16 && raw.length <= 20) return raw.toString('hex');
-  const text = raw.toString('latin1');
-  return HEX_TEXT.test(text) ? text.toLowerCase() : null;
-}
-
-// The texts a station's password is compared as against one stored hash: none when it cannot be a
-// password of that version, else one; two for a 1.6 key stored by plain `scrypt` before hex text
-// was normalised (it may carry upper case). Against a slow hash each text is one slow run, and a
-// station login chooses which one to run (stations/station-credential.ts).
-export function stationPasswordTexts(version: OcppVersion, raw: Buffer, encoded: string): string[] {
-  const text = stationPasswordText(version, raw);
-  const scheme = passwordScheme(encoded);
-  if (text === null || scheme === null) return [];
-  return version === '1.6' && scheme === 'scrypt' && text.toUpperCase() !== text ? [text, text.toUpperCase()] : [text];
-}
-
-// Whether any reading matches: every run through the bounded hashing queue, one after the other.
-export async function verifyStationPassword(version: OcppVersion, raw: Buffer, encoded: string): Promise<boolean> {
-  for (const text of stationPasswordTexts(version, raw, encoded)) if (await verifyPassword(text, encoded)) return true;
-  return false;
 }

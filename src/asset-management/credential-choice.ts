@@ -4,7 +4,7 @@
 // refused attempt tried is remembered per identity and address, so that the station's next
 // attempt from there tries another. Fast (HMAC) checks are not chosen: a login runs all of them.
 import { LRUCache } from 'lru-cache';
-import type { Slot } from '../asset-management/rotation.js';
+import type { Slot } from './rotation.js';
 
 export interface SlowCandidate {
   // 'replaced': the credential the latest switch retired, never accepted, only reported.
