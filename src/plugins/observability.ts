@@ -2,7 +2,8 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { databaseErrorClass, type Database, type DatabaseErrorClass, type PoolStats } from '../db/database.js';
+import type { Database, PoolStats } from '../db/database.js';
+import { databaseErrorClass, type DatabaseErrorClass } from '../db/failures.js';
 import { redactUrl } from '../url-redaction.js';
 
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
 import type { StationAnswer } from '../asset-management/rotation.js';
-import { loggableError } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
 import { open, seal, type ReplicaKeys, type SealedBox } from './sealed-box.js';
 
 export interface PasswordCommand {

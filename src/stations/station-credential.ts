@@ -3,7 +3,8 @@
 // waiting for its hash in the fair login queue (login-hash-queue.ts).
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { loggableError, type Db } from '../db/database.js';
+import type { Db } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
 import { isSlowHash, stationPasswordTexts, verifyPassword, type HashRunner } from '../asset-management/passwords.js';
 import { recordReplacedLogin, recordStationLogin } from '../asset-management/password-rotation-service.js';
 import { afterLogin, loginSlots, reportsReplacedLogin, type Slot } from '../asset-management/rotation.js';

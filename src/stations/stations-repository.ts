@@ -1,6 +1,7 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
-import { assets, stationConnections, stationReplicas, stationTakeovers, type ConnectorStatusRecord } from '../db/schema.js';
+import { assets } from '../asset-management/asset-management-tables.js';
+import { stationConnections, stationReplicas, stationTakeovers, type ConnectorStatusRecord } from './stations-tables.js';
 import type { RotationState } from '../asset-management/rotation.js';
 
 export interface StationLoginRow {
