@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
 import { renderAssetManagementError } from '../plugins/error-handler.js';
+import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
 import {
   assetManagementResponses,
   assetOutput,
@@ -52,11 +54,12 @@ export interface AssetManagementRoutesOptions {
 // root hooks' 401 and 429 included, take the `{ type, code, message }` shapes.
 export const ASSET_MANAGEMENT_PREFIX = '/asset-management/v1';
 
-export async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions = {}): Promise<void> {
+async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions): Promise<void> {
   app.setErrorHandler(renderAssetManagementError);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const db = app.services.database.db;
   const { ocppMinSecurityProfile } = app.services.config;
+  const { stations } = app;
   // Where a new resource is read: the Location of a 201.
   const location = (collection: string, id: string) => `${app.prefix}/${collection}/${encodeURIComponent(id)}`;
 
@@ -240,8 +243,7 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
       },
     },
     async (request, reply) => {
-      // Read when the request comes: the stations plugin is registered after these routes.
-      const deps = { passwordHashParams: options.passwordHashParams, stations: app.stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
+      const deps = { passwordHashParams: options.passwordHashParams, stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
       const result = await changeAssetPassword(db, deps, request.principal, request.body);
       // The answer may carry a generated secret: no cache may keep it.
       reply.header('cache-control', 'no-store');
@@ -249,3 +251,11 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
     },
   );
 }
+
+// A password change reaches the station through the stations plugin, registered before.
+export default fp(assetManagementRoutes, {
+  name: 'asset-management-routes',
+  encapsulate: true,
+  dependencies: [...API_ROUTES_NEED, 'stations'],
+  decorators: { fastify: ['services'] },
+});

@@ -167,4 +167,5 @@ function replayedHeaders(reply: FastifyReply): Record<string, string> {
   return headers;
 }
 
-export default fp(idempotencyPlugin, { name: 'idempotency' });
+// Completes the routes added after it: the families declare it as a dependency.
+export default fp(idempotencyPlugin, { name: 'idempotency', dependencies: [] });

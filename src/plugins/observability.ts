@@ -110,4 +110,5 @@ function routeLabel(request: FastifyRequest): string {
   return pattern.startsWith(DOCS_ASSETS) ? `${DOCS_ASSETS}*` : pattern;
 }
 
-export default fp(observabilityPlugin, { name: 'observability' });
+// Its probes are routes: the table of known routes (405s) and compression see them as they are added.
+export default fp(observabilityPlugin, { name: 'observability', dependencies: ['error-handler', '@fastify/compress'] });
