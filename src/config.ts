@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { SECURITY_PROFILES } from './asset-management/asset-management-tables.js';
+import { SECURITY_PROFILES } from './ocpp-vocabulary.js';
 
 const booleanString = z
   .enum(['true', 'false', '1', '0'])

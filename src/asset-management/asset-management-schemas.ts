@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { identifierSchema, nameSchema } from '../identifier-schemas.js';
 import { LISTED_ID } from '../identifiers.js';
-import { CONNECTION_TYPES, CONNECTOR_FORMATS, OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from './asset-management-tables.js';
+import { CONNECTION_TYPES, CONNECTOR_FORMATS, OCPP_VERSIONS, POWER_TYPES } from './asset-management-tables.js';
+import { SECURITY_PROFILES } from '../ocpp-vocabulary.js';
 import { stationOutput } from '../stations/station-schemas.js';
 import { ROTATION_STATES } from './rotation.js';
 import { IDEMPOTENCY_KEY_IN_USE } from '../idempotency/idempotency-rules.js';

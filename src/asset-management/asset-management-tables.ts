@@ -1,14 +1,13 @@
 import { sql } from 'drizzle-orm';
 import { boolean, check, foreignKey, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { isOneOf } from '../db/checks.js';
+import { SECURITY_PROFILES, type SecurityProfile } from '../ocpp-vocabulary.js';
 import { OPEN_STATES, ROTATION_OUTCOMES, ROTATION_RESOLUTIONS, ROTATION_STATES } from './rotation.js';
 
 // The one list of each: the column types, their CHECK constraints, the Zod enums and the rules
 // (passwords.ts) derive from these.
 export const POWER_TYPES = ['AC_1_PHASE', 'AC_3_PHASE', 'DC'] as const;
 export const OCPP_VERSIONS = ['1.6', '2.0.1'] as const;
-// OCPP security profiles: 1 is Basic Auth over plain ws://, 2 Basic Auth over TLS, 3 client certificates.
-export const SECURITY_PROFILES = [1, 2, 3] as const;
 
 // OCPI 2.2.1 ConnectorType.
 export const CONNECTION_TYPES = [
@@ -55,7 +54,6 @@ export const CONNECTION_TYPES = [
 export const CONNECTOR_FORMATS = ['SOCKET', 'CABLE'] as const;
 
 export type OcppVersion = (typeof OCPP_VERSIONS)[number];
-export type SecurityProfile = (typeof SECURITY_PROFILES)[number];
 export type ConnectionType = (typeof CONNECTION_TYPES)[number];
 export type ConnectorFormat = (typeof CONNECTOR_FORMATS)[number];
 

@@ -5,7 +5,7 @@ import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '.
 import { newId } from '../ids.js';
 import { coversNetwork, type NetworkScope } from '../network-scope.js';
 import type { Asset, CreateAssetInput } from './asset-management-schemas.js';
-import type { SecurityProfile } from './asset-management-tables.js';
+import type { SecurityProfile } from '../ocpp-vocabulary.js';
 import { ASSETS_PKEY, findAsset, insertAsset, listAssets, type AssetRow } from './assets-repository.js';
 import { effectiveState } from './rotation.js';
 import { findChargingStationModel, type ChargingStationModelRow } from './charging-station-models-repository.js';

@@ -2,7 +2,8 @@ import type { Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/failures.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { ConnectorRecord, SecurityProfile } from './asset-management-tables.js';
+import type { ConnectorRecord } from './asset-management-tables.js';
+import type { SecurityProfile } from '../ocpp-vocabulary.js';
 import type { ChargingStationModel, CreateChargingStationModelInput } from './asset-management-schemas.js';
 import {
   VENDOR_MODEL_UNIQUE,

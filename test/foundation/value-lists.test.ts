@@ -4,7 +4,8 @@
 // migration would pass validation and then fail the insert with a 500. These tests hold the
 // migrated constraints equal to the lists.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OCPP_VERSIONS, POWER_TYPES, SECURITY_PROFILES } from '../../src/asset-management/asset-management-tables.js';
+import { OCPP_VERSIONS, POWER_TYPES } from '../../src/asset-management/asset-management-tables.js';
+import { SECURITY_PROFILES } from '../../src/ocpp-vocabulary.js';
 import { ROTATION_OUTCOMES, ROTATION_RESOLUTIONS, ROTATION_STATES } from '../../src/asset-management/rotation.js';
 import { rowsOf, sql, type Database } from '../../src/db/database.js';
 import { PAYMENT_STATUSES, PAYMENT_TYPES } from '../../src/payments/payments-tables.js';
