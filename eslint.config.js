@@ -1,14 +1,101 @@
-// Lint: typescript-eslint's recommended type-aware rules, plus the import direction the
-// architecture depends on (README "Architecture"): routes → services → repositories → db, pure
-// rules import nothing that does I/O, and areas talk through services, never through each
-// other's repositories or routes.
+// Lint: typescript-eslint's recommended type-aware rules, plus the import directions the
+// architecture depends on (README "Architecture"), checked on resolved paths by import-x's
+// no-restricted-paths: see "Import zones" below.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
-const layer = (files, group, message) => ({
-  files,
-  rules: { 'no-restricted-imports': ['error', { patterns: [{ group, message }] }] },
-});
+// ── Import zones ───────────────────────────────────────────────────────────────────────────
+// The floor plan as data: the parts of src/ and what each may import. The zones are derived
+// from these lists only, so moving files changes the lists, never the rules.
+
+// Paths, relative to the repository. `entry` starts the service and the CLI and may import
+// anything; the shared parts import no area.
+const PARTS = {
+  entry: ['src/app.ts', 'src/server.ts', 'src/lifecycle.ts', 'src/cli.ts', 'src/cli-command.ts', 'src/cli', 'src/build-pglite-template.ts'],
+  kernel: [
+    'src/config.ts',
+    'src/errors.ts',
+    'src/ids.ts',
+    'src/identifiers.ts',
+    'src/identifier-schemas.ts',
+    'src/ocpp-vocabulary.ts',
+    'src/network-scope.ts',
+    'src/batching.ts',
+    'src/conditional-requests.ts',
+    'src/http-time-limits.ts',
+    'src/json-depth.ts',
+    'src/url-redaction.ts',
+  ],
+  db: ['src/db'],
+  // The HTTP plumbing and who calls: plugins, idempotency keys, authentication.
+  http: ['src/plugins', 'src/idempotency', 'src/auth'],
+};
+
+// The shared parts each shared part may import besides itself (and packages).
+const SHARED_MAY_IMPORT = {
+  kernel: [],
+  db: ['kernel'],
+  http: ['kernel', 'db'],
+};
+
+// The areas: each may import the shared parts, and another area only through that area's public
+// entries (its services). `untilCredentialMoves` lists the files that the stations and asset
+// management still reach in each other beyond the services, until asset management owns the
+// station credential behind a port; nothing may be added to it.
+const AREAS = {
+  payments: { folder: 'src/payments', entries: ['payments-service.ts'] },
+  'asset-management': {
+    folder: 'src/asset-management',
+    entries: ['assets-service.ts', 'charging-station-models-service.ts', 'password-rotation-service.ts'],
+    untilCredentialMoves: ['passwords.ts', 'rotation.ts', 'password-hash-queue.ts', 'asset-management-schemas.ts', 'asset-management-tables.ts'],
+  },
+  stations: { folder: 'src/stations', entries: ['stations-service.ts'], untilCredentialMoves: ['station-schemas.ts'] },
+};
+
+// Within a part, the request path's layers by file name: routes → services → repositories → tables.
+const LAYERS = [
+  { files: 'src/**/*-repository.ts', mayNotImport: ['src/**/*-service.ts', 'src/**/*-routes.ts', 'src/plugins/**'], message: 'a repository is the bottom layer: it imports only the db and table modules' },
+  { files: 'src/**/*-service.ts', mayNotImport: ['src/**/*-routes.ts', 'src/plugins/**'], message: 'a service does not know about HTTP routes or plugins' },
+  { files: 'src/**/*-tables.ts', mayNotImport: ['src/**/*-service.ts', 'src/**/*-routes.ts', 'src/**/*-repository.ts'], message: 'table definitions are the bottom of the data layer' },
+];
+
+function importZones() {
+  const areaFolders = Object.values(AREAS).map((area) => area.folder);
+  const shared = Object.entries(SHARED_MAY_IMPORT).map(([part, allowed]) => ({
+    target: PARTS[part],
+    from: [...Object.keys(PARTS).filter((other) => other !== part && !allowed.includes(other)).flatMap((other) => PARTS[other]), ...areaFolders],
+    message: `${part} imports ${allowed.length ? `only itself, ${allowed.join(' and ')}` : 'only itself'}: no area, nothing built on it.`,
+  }));
+  const areas = Object.entries(AREAS).flatMap(([name, area]) => [
+    { target: area.folder, from: PARTS.entry, message: `${name} is started by the entry files; it does not import them.` },
+    ...Object.entries(AREAS)
+      .filter(([other]) => other !== name)
+      .map(([other, reached]) => ({
+        target: area.folder,
+        from: reached.folder,
+        except: [...reached.entries, ...(reached.untilCredentialMoves ?? [])],
+        message: `${name} reaches ${other} through its public entries only: ${reached.entries.join(', ')}.`,
+      })),
+  ]);
+  const layers = LAYERS.map(({ files, mayNotImport, message }) => ({ target: files, from: mayNotImport, message }));
+  return [...shared, ...areas, ...layers];
+}
+
+const importZonesConfig = {
+  files: ['src/**/*.ts'],
+  plugins: { 'import-x': importX },
+  settings: {
+    // Imports name the compiled .js; the resolver finds the .ts beside it.
+    'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js', '.json', '.node'], extensionAlias: { '.js': ['.ts', '.js'] } })],
+  },
+  rules: {
+    'import-x/no-restricted-paths': ['error', { basePath: import.meta.dirname, zones: importZones() }],
+    // An import the resolver cannot follow would pass the zones unchecked.
+    'import-x/no-unresolved': 'error',
+  },
+};
+// ── end of import zones ────────────────────────────────────────────────────────────────────
 
 export default tseslint.config(
   // test/generated/: openapi-typescript's output, checked against the live document by a test.
@@ -26,11 +113,5 @@ export default tseslint.config(
   { files: ['**/*.mjs', '**/*.js'], ...tseslint.configs.disableTypeChecked },
   // Plain Node scripts (the bench's naive baseline server): Node's globals.
   { files: ['**/*.mjs'], languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } } },
-  layer(['src/**/*-repository.ts'], ['**/*-service.js', '**/*-routes.js', '**/plugins/**'], 'a repository is the bottom layer: it imports only the db and table modules'),
-  layer(['src/**/*-service.ts'], ['**/*-routes.js', '**/plugins/**'], 'a service does not know about HTTP routes or plugins'),
-  layer(['src/**/*-tables.ts'], ['**/*-service.js', '**/*-routes.js', '**/*-repository.js'], 'table definitions are the bottom of the data layer'),
-  layer(['src/db/**'], ['**/*-service.js', '**/*-routes.js', '**/*-repository.js', '**/plugins/**'], 'the db module is the bottom layer'),
-  layer(['src/payments/**'], ['**/asset-management/**', '**/stations/**'], 'payments do not depend on other areas'),
-  layer(['src/asset-management/**'], ['**/payments/**', '**/stations/*-repository.js', '**/stations/*-routes.js'], 'asset management talks to other areas through their services only'),
-  layer(['src/stations/**'], ['**/payments/**', '**/asset-management/*-repository.js', '**/asset-management/*-routes.js'], 'stations talk to other areas through their services only'),
+  importZonesConfig,
 );
