@@ -1,14 +1,96 @@
-// Lint: typescript-eslint's recommended type-aware rules, plus the import direction the
-// architecture depends on (docs/architecture.md, "Import rules"): routes → services → repositories → db, pure
-// rules import nothing that does I/O, and areas talk through services, never through each
-// other's repositories or routes.
+// Lint: typescript-eslint's recommended type-aware rules, plus the import directions the
+// architecture depends on (docs/architecture.md), checked on resolved paths by import-x's
+// no-restricted-paths: see "Import zones" below.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
-const layer = (files, group, message) => ({
-  files,
-  rules: { 'no-restricted-imports': ['error', { patterns: [{ group, message }] }] },
-});
+// ── Import zones ───────────────────────────────────────────────────────────────────────────
+// The floor plan as data: the parts of src/ and what each may import. The zones are derived
+// from these lists only, so moving files changes the lists, never the rules.
+
+// Paths, relative to the repository. `entry` starts the service and the CLI and may import
+// anything; the shared parts import no area.
+const PARTS = {
+  entry: ['src/app.ts', 'src/server.ts', 'src/lifecycle.ts', 'src/cli.ts', 'src/cli-command.ts', 'src/cli', 'src/build-pglite-template.ts'],
+  kernel: [
+    'src/config.ts',
+    'src/errors.ts',
+    'src/ids.ts',
+    'src/identifiers.ts',
+    'src/identifier-schemas.ts',
+    'src/ocpp-vocabulary.ts',
+    'src/network-scope.ts',
+    'src/batching.ts',
+    'src/conditional-requests.ts',
+    'src/http-time-limits.ts',
+    'src/json-depth.ts',
+    'src/url-redaction.ts',
+  ],
+  db: ['src/db'],
+  // The HTTP plumbing and who calls: plugins, idempotency keys, authentication.
+  http: ['src/plugins', 'src/idempotency', 'src/auth'],
+};
+
+// The shared parts each shared part may import besides itself (and packages).
+const SHARED_MAY_IMPORT = {
+  kernel: [],
+  db: ['kernel'],
+  http: ['kernel', 'db'],
+};
+
+// The areas: each may import the shared parts, and only the areas it names in `reaches`, through
+// that area's public entries. Asset management owns the station credential and says what it needs
+// of the stations as a port (asset-management/station-link.ts): it reaches no area; the stations
+// implement the port and use asset management through station-credentials-service.ts only.
+const AREAS = {
+  payments: { folder: 'src/payments', entries: ['payments-service.ts'], reaches: [] },
+  'asset-management': { folder: 'src/asset-management', entries: ['station-credentials-service.ts'], reaches: [] },
+  stations: { folder: 'src/stations', entries: ['stations-service.ts'], reaches: ['asset-management'] },
+};
+
+// Within a part, the request path's layers by file name: routes → services → repositories → tables.
+const LAYERS = [
+  { files: 'src/**/*-repository.ts', mayNotImport: ['src/**/*-service.ts', 'src/**/*-routes.ts', 'src/plugins/**'], message: 'a repository is the bottom layer: it imports only the db and table modules' },
+  { files: 'src/**/*-service.ts', mayNotImport: ['src/**/*-routes.ts', 'src/plugins/**'], message: 'a service does not know about HTTP routes or plugins' },
+  { files: 'src/**/*-tables.ts', mayNotImport: ['src/**/*-service.ts', 'src/**/*-routes.ts', 'src/**/*-repository.ts'], message: 'table definitions are the bottom of the data layer' },
+];
+
+function importZones() {
+  const areaFolders = Object.values(AREAS).map((area) => area.folder);
+  const shared = Object.entries(SHARED_MAY_IMPORT).map(([part, allowed]) => ({
+    target: PARTS[part],
+    from: [...Object.keys(PARTS).filter((other) => other !== part && !allowed.includes(other)).flatMap((other) => PARTS[other]), ...areaFolders],
+    message: `${part} imports ${allowed.length ? `only itself, ${allowed.join(' and ')}` : 'only itself'}: no area, nothing built on it.`,
+  }));
+  const areas = Object.entries(AREAS).flatMap(([name, area]) => [
+    { target: area.folder, from: PARTS.entry, message: `${name} is started by the entry files; it does not import them.` },
+    ...Object.entries(AREAS)
+      .filter(([other]) => other !== name)
+      .map(([other, reached]) =>
+        area.reaches.includes(other)
+          ? { target: area.folder, from: reached.folder, except: reached.entries, message: `${name} reaches ${other} through its public entries only: ${reached.entries.join(', ')}.` }
+          : { target: area.folder, from: reached.folder, message: `${name} does not depend on ${other}${name === 'asset-management' ? ': add what it needs of the stations to its StationLink port (station-link.ts)' : ''}.` },
+      ),
+  ]);
+  const layers = LAYERS.map(({ files, mayNotImport, message }) => ({ target: files, from: mayNotImport, message }));
+  return [...shared, ...areas, ...layers];
+}
+
+const importZonesConfig = {
+  files: ['src/**/*.ts'],
+  plugins: { 'import-x': importX },
+  settings: {
+    // Imports name the compiled .js; the resolver finds the .ts beside it.
+    'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js', '.json', '.node'], extensionAlias: { '.js': ['.ts', '.js'] } })],
+  },
+  rules: {
+    'import-x/no-restricted-paths': ['error', { basePath: import.meta.dirname, zones: importZones() }],
+    // An import the resolver cannot follow would pass the zones unchecked.
+    'import-x/no-unresolved': 'error',
+  },
+};
+// ── end of import zones ────────────────────────────────────────────────────────────────────
 
 export default tseslint.config(
   // test/generated/: openapi-typescript's output, checked against the live document by a test.
@@ -26,43 +108,7 @@ export default tseslint.config(
   { files: ['**/*.mjs', '**/*.js'], ...tseslint.configs.disableTypeChecked },
   // Plain Node scripts (the bench's naive baseline server): Node's globals.
   { files: ['**/*.mjs'], languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } } },
-  layer(['src/**/*-repository.ts'], ['**/*-service.js', '**/*-routes.js', '**/plugins/**'], 'a repository is the bottom layer: it imports only the db and table modules'),
-  layer(['src/**/*-service.ts'], ['**/*-routes.js', '**/plugins/**'], 'a service does not know about HTTP routes or plugins'),
-  layer(['src/**/*-tables.ts'], ['**/*-service.js', '**/*-routes.js', '**/*-repository.js'], 'table definitions are the bottom of the data layer'),
-  layer(['src/db/**'], ['**/*-service.js', '**/*-routes.js', '**/*-repository.js', '**/plugins/**'], 'the db module is the bottom layer'),
-  layer(['src/payments/**'], ['**/asset-management/**', '**/stations/**'], 'payments do not depend on other areas'),
-  layer(['src/asset-management/**'], ['**/payments/**'], 'asset management does not depend on payments'),
-  layer(['src/stations/**'], ['**/payments/**'], 'stations do not depend on payments'),
-  // Between asset management and the stations, one way only (a rule of its own, so that the layer
-  // rules above, which share one rule name and replace each other per file, cannot drop it): asset
-  // management owns the station credential and says what it needs of the stations as a port
-  // (asset-management/station-link.ts); the stations implement it and use asset management through
-  // its one public module, never its repositories, tables or rules.
-  {
-    files: ['src/asset-management/**'],
-    rules: {
-      '@typescript-eslint/no-restricted-imports': [
-        'error',
-        { patterns: [{ group: ['**/stations/**'], message: 'asset management does not depend on the stations: add what it needs to its StationLink port (station-link.ts)' }] },
-      ],
-    },
-  },
-  {
-    files: ['src/stations/**'],
-    rules: {
-      '@typescript-eslint/no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            {
-              group: ['**/asset-management/**', '!**/asset-management/station-credentials-service.js', '**/db/schema.js'],
-              message: 'the stations use asset management through asset-management/station-credentials-service.ts only, and never its tables',
-            },
-          ],
-        },
-      ],
-    },
-  },
+  importZonesConfig,
   // The OCPP versions and their subprotocols are spelled in one place.
   {
     files: ['src/**/*.ts'],

@@ -79,7 +79,7 @@ async function adminQuery(url: string, text: string): Promise<void> {
 // Opens the bench database the way the service does, running the migrations under the start-up lock.
 export async function openBenchDatabase(target: BenchTarget): Promise<Database> {
   const database = await openDatabase({ url: target.url, poolMax: 4, dataDir: target.dataDir });
-  await database.withStartupLock(async () => undefined);
+  await database.migrate();
   return database;
 }
 

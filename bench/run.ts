@@ -431,11 +431,10 @@ async function serviceListSql(): Promise<{ all: string; network: string } | stri
     if (typeof repo.listPaymentsJson !== 'function') return 'listPaymentsJson is not exported by src/payments/payments-repository.ts';
     const { PGlite } = await import('@electric-sql/pglite');
     const { drizzle } = await import('drizzle-orm/pglite');
-    const schema = await import('../src/db/schema.js');
     const captured: string[] = [];
     const client = new PGlite();
     try {
-      const db = drizzle(client, { schema, logger: { logQuery: (q: string) => void captured.push(q) } });
+      const db = drizzle(client, { logger: { logQuery: (q: string) => void captured.push(q) } });
       const list = repo.listPaymentsJson as (db: unknown, scope: { network: string | null }, ids: string[]) => Promise<string>;
       await list(db, { network: null }, ['x']).catch(() => undefined);
       await list(db, { network: 'n' }, ['x']).catch(() => undefined);

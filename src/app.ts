@@ -10,8 +10,10 @@ import { httpTimeLimits } from './http-time-limits.js';
 import { openDatabase, type Database } from './db/database.js';
 import { RequestValidationError } from './errors.js';
 import authPlugin from './auth/auth-plugin.js';
-import { TOKEN_PATH, tokenEndpointOf } from './auth/oauth-routes.js';
+import authentication from './auth/authentication-plugin.js';
+import oauthRoutes, { TOKEN_PATH, tokenEndpointOf } from './auth/oauth-routes.js';
 import errorHandler, { clientErrorHandler, frameworkErrors } from './plugins/error-handler.js';
+import databasePlugin from './plugins/database.js';
 import observability from './plugins/observability.js';
 import rateLimit from './plugins/rate-limit.js';
 import openapi from './plugins/openapi.js';
@@ -19,8 +21,8 @@ import idempotency from './plugins/idempotency.js';
 import etag from './plugins/etag.js';
 import { limitJsonDepth } from './plugins/json-body.js';
 import { inFlightLeaseMs } from './idempotency/idempotency-rules.js';
-import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
-import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
+import paymentsRoutes, { PAYMENTS_PREFIX } from './payments/payments-routes.js';
+import assetManagementRoutes, { ASSET_MANAGEMENT_PREFIX } from './asset-management/asset-management-routes.js';
 import type { Argon2Params } from './asset-management/password-hashing.js';
 import stationsPlugin from './stations/stations-plugin.js';
 import type { LoginLimits } from './stations/login-gate.js';
@@ -123,26 +125,28 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     if (!options.database) await database.close();
   });
 
+  // In dependency order: each plugin names what must be registered before it (fastify-plugin's
+  // `dependencies`), and Fastify refuses one that comes too early; src/plugins/plugin-order.ts says
+  // what a plugin with routes comes after.
   await app.register(errorHandler);
-  // Before every route (it attaches itself to each as it is added). Only for clients that ask;
-  // bodies under 1 KiB are sent as they are, since a compressed one would save next to nothing. Request
-  // bodies are never inflated: a compressed body stays a 400 under the 64 KiB limit, and
-  // Content-Encoding cannot be used to send a small bomb.
+  // Only for clients that ask; bodies under 1 KiB are sent as they are, since a compressed one
+  // would save next to nothing. Request bodies are never inflated: a compressed body stays a 400
+  // under the 64 KiB limit, and Content-Encoding cannot be used to send a small bomb.
   await app.register(fastifyCompress, { encodings: ['br', 'gzip'], threshold: 1024, globalDecompression: false });
-  await app.register(rateLimit, config.rateLimit);
+  await app.register(databasePlugin, { database });
   await app.register(observability, { database });
-  // Before the routes and the OpenAPI document: both plugins complete the routes that ask for them.
+  await app.register(authPlugin, { auth: config.auth, database });
+  await app.register(rateLimit, config.rateLimit);
+  await app.register(authentication);
   await app.register(idempotency, { db: database.db, clock: options.clock ?? (() => new Date()), leaseMs: inFlightLeaseMs(config.database) });
   await app.register(etag);
   // The embedded issuer's token endpoint is this server's own, so the page names it relatively;
   // an external provider's is {AUTH_ISSUER}/oauth/token (docs/api.md, Authentication).
   await app.register(openapi, { tokenUrl: config.auth.mode === 'embedded' ? TOKEN_PATH : tokenEndpointOf(config.auth.issuer) });
-  // Its start-up work runs under database.withStartupLock, which migrates the database first.
-  await app.register(authPlugin, { auth: config.auth, database });
+  if (app.auth.tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: app.auth.tokens });
+  await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
-  // Before asset management: the stations are its station side (asset-management/station-link.ts).
-  await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations });
 
   return app;

@@ -99,7 +99,7 @@ export async function runCli(argv: string[]): Promise<number> {
   const config = loadConfig();
   const database = await openDatabase({ url: config.database.url, directUrl: config.database.directUrl, password: config.database.password, poolMax: 2, dataDir: config.database.dataDir, holder: 'cli' });
   try {
-    await database.withStartupLock(async () => undefined);
+    await database.migrate();
     return await commands[name]!(rest, database.db, config);
   } finally {
     await database.close();

@@ -17,7 +17,7 @@ export default async function setup(project: TestProject) {
     return;
   }
   const database = await openDatabase({});
-  await database.withStartupLock(async () => undefined);
+  await database.migrate();
   const snapshot = await database.dumpDataDir!();
   await database.close();
   const dir = mkdtempSync(join(tmpdir(), 'cns-pglite-'));

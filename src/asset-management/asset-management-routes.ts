@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
 import { renderAssetManagementError } from '../plugins/error-handler.js';
+import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
 import {
   assetManagementResponses,
   assetOutput,
@@ -56,7 +58,7 @@ export interface AssetManagementRoutesOptions {
 // root hooks' 401 and 429 included, take the `{ type, code, message }` shapes.
 export const ASSET_MANAGEMENT_PREFIX = '/asset-management/v1';
 
-export async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions): Promise<void> {
+async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions): Promise<void> {
   app.setErrorHandler(renderAssetManagementError);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const db = app.services.database.db;
@@ -261,3 +263,11 @@ export async function assetManagementRoutes(app: FastifyInstance, options: Asset
     },
   );
 }
+
+// A password change reaches the station through the stations plugin, registered before.
+export default fp(assetManagementRoutes, {
+  name: 'asset-management-routes',
+  encapsulate: true,
+  dependencies: [...API_ROUTES_NEED, 'stations'],
+  decorators: { fastify: ['services'] },
+});

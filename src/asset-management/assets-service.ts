@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import type { Executor } from '../db/database.js';
-import { findPgError, isUniqueViolation } from '../db/database.js';
+import { findPgError, isUniqueViolation } from '../db/failures.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { coversNetwork, type NetworkScope } from '../network-scope.js';

@@ -1,5 +1,5 @@
 import type { Executor } from '../db/database.js';
-import { isUniqueViolation } from '../db/database.js';
+import { isUniqueViolation } from '../db/failures.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { profileNeedsTls, type SecurityProfile } from '../ocpp-vocabulary.js';

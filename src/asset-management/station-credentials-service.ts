@@ -6,7 +6,8 @@
 // login and password command need, and the port asset management states for the station side.
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { loggableError, type Db, type Executor } from '../db/database.js';
+import type { Db, Executor } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
 import { dropPending, findStationLogins, lockRotation, markStaleLogin, promotePending, updatePasswordChange, type StationLoginRow } from './assets-repository.js';
 import { chooseSlowCheck, type LoginMemory, type SlowCandidate } from './credential-choice.js';
 import { isSlowHash, verifyPassword, type HashRunner } from './password-hashing.js';

@@ -7,7 +7,6 @@ import { ForbiddenError, UnauthorizedError } from '../errors.js';
 import { canonicalText } from '../identifiers.js';
 import { createBootstrapClientIfNone, type CreatedClient } from './clients-service.js';
 import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from './key-resolver.js';
-import { oauthRoutes } from './oauth-routes.js';
 import type { Principal } from './principal.js';
 import { createRevocationList, type RevocationList } from './revocation-list.js';
 import type { Scope } from './scopes.js';
@@ -31,9 +30,12 @@ export interface AuthServices {
   // before (port taken, bad HOST) keeps no client whose secret nobody was shown.
   createBootstrapClient(): Promise<CreatedClient | null>;
   // The principal of the request's bearer token once it is verified (signature, claims, not
-  // revoked), or null without a usable token. Verified once per request: the rate limiter keys on
-  // it before the authentication hook runs, and that hook reuses the outcome. Errors that say
-  // nothing about the token (the database while keys reload) are thrown.
+  // revoked); rejects with UnauthorizedError for a missing, invalid, expired or revoked token.
+  // Verified once per request: the rate limiter keys on it before the authentication hook runs,
+  // and that hook reuses the outcome. Errors that say nothing about the token (the database
+  // while keys reload) are thrown as they are.
+  verify(request: FastifyRequest): Promise<Principal>;
+  // The same, null without a usable token.
   verifiedPrincipal(request: FastifyRequest): Promise<Principal | null>;
 }
 
@@ -43,14 +45,15 @@ declare module 'fastify' {
   }
 }
 
-// Everything about who calls: the embedded issuer (signing key, token endpoint, bootstrap client,
-// revocations) or the external provider's keys, and the root hook that turns every request's
-// bearer token into request.principal.
+// Everything about who calls: the embedded issuer (signing key, tokens, bootstrap client,
+// revocations) or the external provider's keys, and the verification of a request's bearer token.
+// The root hook that demands one is the authentication plugin's, registered after the rate
+// limiter's; the token endpoint is oauth-routes.ts's.
 async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
   const { auth, database } = opts;
   const embedded = auth.mode === 'embedded';
   // Several replicas may start at once: one signing key and one bootstrap client between them.
-  const signingKey = await database.withStartupLock(async (db) => (embedded ? ensureSigningKey(db, auth.signingAlg) : null));
+  const signingKey = embedded ? await database.withStartupLock((db) => ensureSigningKey(db, auth.signingAlg)) : null;
 
   let keyResolver: KeyResolver;
   let tokens: TokenService | null = null;
@@ -101,7 +104,7 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
       if (error instanceof UnauthorizedError) return null;
       throw error;
     });
-  app.decorate('auth', { tokens, createBootstrapClient, verifiedPrincipal });
+  app.decorate('auth', { tokens, createBootstrapClient, verify, verifiedPrincipal });
 
   await app.register(fastifyJwt, {
     secret: async (_request: FastifyRequest, token: unknown) => {
@@ -123,13 +126,6 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
   });
 
   app.decorateRequest('principal', null as unknown as Principal);
-
-  app.addHook('onRequest', async (request) => {
-    if (request.is404 || request.routeOptions.config.public === true) return;
-    await verify(request);
-  });
-
-  if (tokens) await app.register(oauthRoutes, { db: database.db, auth, tokens });
 }
 
 async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): Promise<Principal> {
@@ -231,4 +227,5 @@ export function requireAdmin(options: { allNetworks?: boolean } = {}): onRequest
   return hook;
 }
 
-export default fp(authPlugin, { name: 'auth' });
+// Its start-up work reads the signing keys: the database is migrated first.
+export default fp(authPlugin, { name: 'auth', dependencies: ['database'] });

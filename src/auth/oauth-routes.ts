@@ -1,10 +1,12 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { z } from 'zod';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppConfig } from '../config.js';
 import type { Db } from '../db/database.js';
 import fastifyFormbody from '@fastify/formbody';
 import { renderOAuthError } from '../plugins/error-handler.js';
+import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
 import { OAuthError } from './oauth-error.js';
 import { SCOPES } from './scopes.js';
 import { publishedJwks } from './signing-keys-service.js';
@@ -111,7 +113,7 @@ async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService 
   );
 }
 
-export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig['auth']; tokens: TokenService }) {
+async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig['auth']; tokens: TokenService }) {
   const { db, auth, tokens } = opts;
   const r = app.withTypeProvider<ZodTypeProvider>();
 
@@ -159,3 +161,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: Ap
     }),
   );
 }
+
+// The embedded issuer's endpoints: a family of their own (encapsulated), after the plugins every
+// route needs.
+export default fp(oauthRoutes, { name: 'oauth-routes', encapsulate: true, dependencies: ['auth', ...API_ROUTES_NEED] });

@@ -1,16 +1,18 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { DrizzleQueryError } from 'drizzle-orm/errors';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import { AppError, ServiceUnavailableError } from '../errors.js';
 import type { DataDirHolder } from './data-dir-lock.js';
-import { isNetworkFailure } from './network-failures.js';
 import { DEFAULT_TEMPLATE_DIR } from './pglite-template.js';
 import { openPglite } from './pglite-database.js';
 import { openPostgres } from './postgres-database.js';
-import * as schema from './schema.js';
 
-export type Schema = typeof schema;
-export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+// The connections: what the code is handed to query with (Db, a transaction's Tx), and the one
+// place that opens either database. What a failure means is failures.ts's; PGlite is
+// pglite-database.ts's, the server's pools postgres-database.ts's; migrations run under the
+// start-up lock of startup-lock.ts.
+
+// Repositories write plain Drizzle (select, insert, sql``); none uses the relational `db.query`
+// API, so the connections carry no schema object and db/ names no area's tables.
+export type Db = PgDatabase<PgQueryResultHKT>;
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 export type Executor = Db | Tx;
 
@@ -27,8 +29,11 @@ export interface Database {
   // locks) outside the pool: the direct URL when one is given, else the pool's.
   connectionString?: string;
   ping(): Promise<void>;
-  // Runs fn while holding a cluster-wide advisory lock: start-up work (migrations, signing key,
-  // bootstrap client) must happen once even when several replicas start together.
+  // Brings the database to the migrations this code ships, under the start-up lock; once done by
+  // this handle, later calls (and withStartupLock) skip it.
+  migrate(): Promise<void>;
+  // Runs fn while holding a cluster-wide advisory lock, the database migrated first: start-up
+  // work (signing key, bootstrap client) must happen once even when several replicas start together.
   withStartupLock<T>(fn: (db: Db) => Promise<T>): Promise<T>;
   close(): Promise<void>;
   // PGlite only: the data directory as a tarball (test snapshots)
@@ -70,8 +75,6 @@ export interface DatabaseOptions {
   acquireTimeoutMs?: number | undefined;
 }
 
-export { STARTUP_LOCK_KEY } from './startup-lock.js';
-
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.url
     ? openPostgres({
@@ -95,104 +98,6 @@ export function withPassword(url: string, password: string | undefined): string 
   const parsed = new URL(url);
   parsed.password = encodeURIComponent(password);
   return parsed.toString();
-}
-
-export function isUniqueViolation(error: unknown, constraint?: string): boolean {
-  const e = findPgError(error);
-  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
-}
-
-// An error and its causes, outermost first: drizzle wraps the driver's error, which is on `cause`.
-function* causeChain(error: unknown): Generator<object> {
-  const seen = new Set<unknown>();
-  for (let e = error; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
-    seen.add(e);
-    yield e;
-  }
-}
-
-export function findPgError(error: unknown): { code?: string; constraint?: string } | undefined {
-  for (const e of causeChain(error)) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return e as { code: string; constraint?: string };
-  }
-  return undefined;
-}
-
-// SQLSTATEs after which the same request may succeed if sent again: the statement was cancelled
-// (statement timeout), the connection was lost or refused, the server is starting or stopping,
-// it has no connection slot free, or a concurrent transaction made this one give up (deadlock,
-// serialization failure, lock not available). Class 08 (connection exception) is added below.
-// Everything else (constraint violations, bad SQL) is a bug or a rule and is not retried.
-const UNAVAILABLE_SQLSTATES = new Set(['57014', '57P01', '57P02', '57P03', '53300', '40001', '40P01', '55P03', '25P03']);
-// pg, pg-pool and PGlite report these without a code; the first two are timeouts.
-const TIMEOUT_MESSAGES = [/^timeout exceeded when trying to connect/i, /^Query read timeout/];
-const UNAVAILABLE_MESSAGES = [...TIMEOUT_MESSAGES, /^Connection terminated/, /is not queryable/, /^Cannot use a pool after calling end/, /^PGlite is closed/];
-
-function unavailableMessage(code: string | undefined): string {
-  if (code === '57014') return 'The database did not answer in time; retry later';
-  if (code === '53300') return 'The database has no free connection; retry later';
-  if (code === '40001' || code === '40P01' || code === '55P03') return 'A concurrent change got in the way; retry';
-  return 'The database is unavailable; retry later';
-}
-
-// The one place that decides which database failures are "unavailable, retry" (503): it walks the
-// cause chain, since drizzle wraps the driver's error. null means the error is not one of them.
-// The socket codes are not the database's alone; the service's other network calls (key server,
-// Redis) handle their own failures and never let a raw socket error reach a request.
-export function classifyDatabaseError(error: unknown): ServiceUnavailableError | null {
-  for (const e of causeChain(error)) {
-    if (e instanceof ServiceUnavailableError) return e;
-    // An error that already says what it means to the client (a domain error, an HTTP error) was
-    // decided where it was thrown, whatever its cause: a 401 for an unreachable key server stays 401.
-    if (e instanceof AppError || typeof (e as { statusCode?: unknown }).statusCode === 'number') return null;
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') {
-      if (isNetworkFailure(e)) return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e });
-      if (/^[0-9A-Z]{5}$/.test(code) && (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08'))) {
-        return new ServiceUnavailableError(unavailableMessage(code), { cause: e, timedOut: code === '57014' });
-      }
-    }
-    const message = (e as { message?: unknown }).message;
-    if (typeof message === 'string' && UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))) {
-      return new ServiceUnavailableError(unavailableMessage(undefined), { cause: e, timedOut: TIMEOUT_MESSAGES.some((pattern) => pattern.test(message)) });
-    }
-  }
-  return null;
-}
-
-// For the /metrics counter of database errors, a label of three values: the database did not
-// answer in time, was otherwise unavailable (the 503s of classifyDatabaseError), or refused the
-// statement (any other SQL error). null: not a database error (a shutdown 503 included).
-export type DatabaseErrorClass = 'timeout' | 'unavailable' | 'other';
-
-export function databaseErrorClass(error: unknown): DatabaseErrorClass | null {
-  const unavailable = classifyDatabaseError(error);
-  if (unavailable) return unavailable.code !== 'DATABASE_UNAVAILABLE' ? null : unavailable.timedOut ? 'timeout' : 'unavailable';
-  return findPgError(error) || [...causeChain(error)].some((e) => e instanceof DrizzleQueryError) ? 'other' : null;
-}
-
-// What a failed query may put in a log line. drizzle's wrapper lists the query's parameters in
-// its message (a password hash, a client's network), and the driver's error carries them too
-// (`params`), as do its `detail` (Key (x)=(value)) and the quoted input in its message: a line
-// keeps the SQL text, the SQLSTATE and where the server raised it, with quoted values masked.
-export function loggableError(error: unknown): unknown {
-  if (error instanceof DrizzleQueryError) return { type: 'DrizzleQueryError', query: error.query, cause: loggableError(error.cause) };
-  const driver = findPgError(error);
-  if (driver && driver === error) {
-    const e = error as { name?: unknown; message?: unknown; severity?: unknown; constraint?: unknown; table?: unknown; column?: unknown; routine?: unknown };
-    return {
-      type: typeof e.name === 'string' ? e.name : 'DatabaseError',
-      code: driver.code,
-      message: typeof e.message === 'string' ? e.message.replace(/"[^"]*"/g, '"…"') : undefined,
-      severity: e.severity,
-      constraint: e.constraint,
-      table: e.table,
-      column: e.column,
-      routine: e.routine,
-    };
-  }
-  return error;
 }
 
 export { sql };

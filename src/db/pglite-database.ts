@@ -5,8 +5,7 @@ import type { Database, Db } from './database.js';
 import { PING_TIMEOUT_MS, withDeadline } from './deadline.js';
 import { PGLITE_INITDB_PARAMS, PGLITE_START_PARAMS, seedFromTemplate } from './pglite-template.js';
 import { limitPgliteWasmTiering } from './pglite-wasm-tiering.js';
-import * as schema from './schema.js';
-import { withPgliteMigrated } from './startup-lock.js';
+import { pgliteStartupWork } from './startup-lock.js';
 
 export async function openPglite(
   dataDir: string | undefined,
@@ -31,7 +30,7 @@ export async function openPglite(
     // PGlite reports file system failures as bare errno objects ("[object Object]" as text).
     throw dataDir && !(error instanceof Error) ? folderProblem(dataDir, error) : error;
   }
-  const db = drizzlePglite(client, { schema });
+  const db = drizzlePglite(client);
   return {
     db: db as unknown as Db,
     kind: 'pglite',
@@ -39,9 +38,7 @@ export async function openPglite(
       // One connection, one statement at a time: the probe queues behind the requests' statements.
       await withDeadline(client.query('select 1'), PING_TIMEOUT_MS);
     },
-    async withStartupLock(fn) {
-      return withPgliteMigrated(db, fn);
-    },
+    ...pgliteStartupWork(db),
     async close() {
       try {
         if (!client.closed) await client.close();

@@ -4,8 +4,7 @@ import { AppError } from '../errors.js';
 import type { Database, Db } from './database.js';
 import { ignore, PING_TIMEOUT_MS, withDeadline } from './deadline.js';
 import { connectionSettings } from './pooler.js';
-import * as schema from './schema.js';
-import { withPostgresStartupLock } from './startup-lock.js';
+import { postgresStartupWork } from './startup-lock.js';
 
 // Beyond the statement timeout (which the server enforces), the client gives up on a query whose
 // answer never comes: a server that vanished without closing the socket must not hold a request.
@@ -59,7 +58,7 @@ export async function openPostgres(settings: PostgresSettings): Promise<Database
   });
   neverCrashOnLostConnections(probe);
 
-  const db = drizzlePg(pool, { schema }) as unknown as Db;
+  const db = drizzlePg(pool) as unknown as Db;
   const clientDbs = new WeakMap<pg.PoolClient, Db>();
   // drizzle's own pool transaction sends BEGIN outside its try (a failed BEGIN leaks the client)
   // and always returns the client to the pool, broken or not. This one checks a client out itself,
@@ -71,7 +70,7 @@ export async function openPostgres(settings: PostgresSettings): Promise<Database
     try {
       let clientDb = clientDbs.get(client);
       if (!clientDb) {
-        clientDb = drizzlePg(client, { schema }) as unknown as Db;
+        clientDb = drizzlePg(client) as unknown as Db;
         clientDbs.set(client, clientDb);
       }
       return await clientDb.transaction(fn, config);
@@ -91,9 +90,7 @@ export async function openPostgres(settings: PostgresSettings): Promise<Database
     async ping() {
       await withDeadline(probe.query('select 1'), PING_TIMEOUT_MS);
     },
-    async withStartupLock(fn) {
-      return withPostgresStartupLock(direct, APPLICATION_NAME, fn);
-    },
+    ...postgresStartupWork(direct, APPLICATION_NAME),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await Promise.all([pool.end(), probe.end()]);

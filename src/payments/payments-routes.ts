@@ -1,9 +1,11 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireScope } from '../auth/auth-plugin.js';
 import { renderPaymentsError } from '../plugins/error-handler.js';
 import { jsonBodyParser } from '../plugins/json-body.js';
+import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
 import type { SessionPaymentJson } from './payments-repository.js';
 import * as service from './payments-service.js';
 import {
@@ -31,7 +33,7 @@ function sendPayment(reply: FastifyReply, json: SessionPaymentJson) {
 // shapes docs/api.md, "Errors", lists.
 export const PAYMENTS_PREFIX = '/payments/v1';
 
-export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
+async function paymentsRoutes(app: FastifyInstance): Promise<void> {
   app.setErrorHandler(renderPaymentsError);
   const routes = app.withTypeProvider<ZodTypeProvider>();
   const { db } = app.services.database;
@@ -142,3 +144,5 @@ export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
     );
   });
 }
+
+export default fp(paymentsRoutes, { name: 'payments-routes', encapsulate: true, dependencies: API_ROUTES_NEED, decorators: { fastify: ['services'] } });

@@ -1,4 +1,5 @@
-import { isUniqueViolation, type Db, type Executor } from '../db/database.js';
+import type { Db, Executor } from '../db/database.js';
+import { isUniqueViolation } from '../db/failures.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { hasForbiddenCharacter } from '../identifiers.js';

@@ -18,7 +18,7 @@ import {
 } from '../errors.js';
 import { OAuthError } from '../auth/oauth-error.js';
 import { redactUrl } from '../url-redaction.js';
-import { classifyDatabaseError, loggableError } from '../db/database.js';
+import { classifyDatabaseError, loggableError } from '../db/failures.js';
 
 type Family = 'payments' | 'asset-management' | 'oauth' | 'plain';
 

@@ -35,4 +35,5 @@ async function etagPlugin(app: FastifyInstance) {
   });
 }
 
-export default fp(etagPlugin, { name: 'etag' });
+// Completes the routes added after it: the families declare it as a dependency.
+export default fp(etagPlugin, { name: 'etag', dependencies: [] });

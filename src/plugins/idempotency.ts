@@ -1,7 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { z } from 'zod';
-import { loggableError, type Db } from '../db/database.js';
+import type { Db } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
 import { BadRequestError } from '../errors.js';
 import { KEY_RULE, REPLAYED_HEADERS, isReplayable, parseIdempotencyKey, requestFingerprint, type StoredResponse } from '../idempotency/idempotency-rules.js';
 import { claimKey, completeKey, purgeExpiredKeys, releaseKey, type Claim, type KeyScope } from '../idempotency/idempotency-service.js';
@@ -166,4 +167,5 @@ function replayedHeaders(reply: FastifyReply): Record<string, string> {
   return headers;
 }
 
-export default fp(idempotencyPlugin, { name: 'idempotency' });
+// Completes the routes added after it: the families declare it as a dependency.
+export default fp(idempotencyPlugin, { name: 'idempotency', dependencies: [] });

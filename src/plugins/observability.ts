@@ -2,7 +2,8 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { databaseErrorClass, type Database, type DatabaseErrorClass, type PoolStats } from '../db/database.js';
+import type { Database, PoolStats } from '../db/database.js';
+import { databaseErrorClass, type DatabaseErrorClass } from '../db/failures.js';
 import { redactUrl } from '../url-redaction.js';
 
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
@@ -109,4 +110,5 @@ function routeLabel(request: FastifyRequest): string {
   return pattern.startsWith(DOCS_ASSETS) ? `${DOCS_ASSETS}*` : pattern;
 }
 
-export default fp(observabilityPlugin, { name: 'observability' });
+// Its probes are routes: the table of known routes (405s) and compression see them as they are added.
+export default fp(observabilityPlugin, { name: 'observability', dependencies: ['error-handler', '@fastify/compress'] });

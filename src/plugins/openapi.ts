@@ -7,6 +7,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-pro
 import { z } from 'zod';
 import { accessRuleOf, type AccessRule } from '../auth/auth-plugin.js';
 import type { Scope } from '../auth/scopes.js';
+import { REQUEST_PIPELINE } from './plugin-order.js';
 
 export interface OpenapiOptions {
   // Where the page's "Authorize" asks for a token. The embedded issuer's is relative, so the page
@@ -203,4 +204,6 @@ async function openapiPlugin(app: FastifyInstance, opts: OpenapiOptions) {
   });
 }
 
-export default fp(openapiPlugin, { name: 'openapi' });
+// Documents the routes added after it (the families declare it as a dependency); its own page and
+// document are routes behind the request pipeline like any other.
+export default fp(openapiPlugin, { name: 'openapi', dependencies: REQUEST_PIPELINE });

@@ -32,13 +32,13 @@ declare module 'fastify' {
   }
 }
 
-async function bucketOf(request: FastifyRequest): Promise<Bucket> {
+async function bucketOf(request: FastifyRequest, auth: FastifyInstance['auth']): Promise<Bucket> {
   // IPv6 callers are counted per /64, the smallest block a host is usually given. A socket
   // already gone has no address; its request is answered to nobody.
   const address = typeof request.ip === 'string' ? normalizeIP(request.ip) : 'unknown';
   if (request.routeOptions.config.rateLimitBucket === 'token') return { policy: 'token', key: `token:${address}` };
   if (!request.is404 && request.routeOptions.config.public !== true) {
-    const principal = await request.server.auth.verifiedPrincipal(request);
+    const principal = await auth.verifiedPrincipal(request);
     if (principal) return { policy: 'client', key: `client:${principal.clientId}` };
   }
   return { policy: 'address', key: `address:${address}` };
@@ -90,15 +90,15 @@ async function rateLimitPlugin(app: FastifyInstance, opts: AppConfig['rateLimit'
   });
   const limit = app.createRateLimit();
 
-  // One root hook, registered before the auth plugin's, so that requests refused with 401 (token
-  // spraying) or answered 404 are counted too. It verifies the token itself to find the client;
-  // the authentication hook reuses that verification. Routes marked `rateLimit: false` (health,
+  // One root hook, added before the authentication plugin's, so that requests refused with 401
+  // (token spraying) or answered 404 are counted too. It verifies the token itself to find the
+  // client; the authentication hook reuses that verification. Routes marked `rateLimit: false` (health,
   // metrics) are exempt, so probes never see 429.
   app.addHook('onRequest', async (request, reply) => {
     const config = request.routeOptions.config;
     if (config.rateLimit === false) return;
     if (config.rateLimitBucket === 'token' && opts.tokenMax <= 0) return;
-    const bucket = await bucketOf(request);
+    const bucket = await bucketOf(request, app.auth);
     request[BUCKET] = bucket;
     const result = await limit(request);
     if (result.isAllowed) return;
@@ -112,5 +112,6 @@ async function rateLimitPlugin(app: FastifyInstance, opts: AppConfig['rateLimit'
   });
 }
 
-// Registered before the auth plugin: its root hook must run first.
-export default fp(rateLimitPlugin, { name: 'rate-limit' });
+// Keys a request by its verified client: the auth plugin's verification. Its root hook must run
+// before authentication's, which declares this plugin as a dependency.
+export default fp(rateLimitPlugin, { name: 'rate-limit', dependencies: ['auth'] });

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
 import type { PasswordCommand, StationAnswer } from '../asset-management/station-credentials-service.js';
-import { loggableError } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
 import { open, seal, type ReplicaKeys, type SealedBox } from './sealed-box.js';
 
 // Sends a command to a station this replica holds.

@@ -10,7 +10,8 @@
 //   claim that committed but whose answer was lost (the station was refused and never opened a
 //   socket, so no disconnect follows).
 import type { FastifyBaseLogger } from 'fastify';
-import { loggableError, type Db } from '../db/database.js';
+import type { Db } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
 import { releaseRetryDelayMs } from './station-rules.js';
 import { releaseUnheldStations, type StationRelease } from './stations-repository.js';
 

@@ -3,7 +3,8 @@
 // and reconciles the rows naming this replica; and the write of what the held stations were last
 // seen at (about once a second, each station at most once per seenWriteMs).
 import type { FastifyBaseLogger } from 'fastify';
-import { loggableError, type Db } from '../db/database.js';
+import type { Db } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
 import type { ConnectionHealing } from './connection-healing.js';
 import type { SocketRegistry } from './socket-registry.js';
 import { stationTimings } from './station-rules.js';

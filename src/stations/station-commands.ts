@@ -3,7 +3,8 @@
 // connection views, this is the station side asset management asks for (its StationLink).
 import type { FastifyBaseLogger } from 'fastify';
 import type { PasswordCommand, StationAnswer, StationLink } from '../asset-management/station-credentials-service.js';
-import { loggableError, sql, type Db } from '../db/database.js';
+import { sql, type Db } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
 import { createInProcessBus, createPgCommandBus, type CommandBus } from './command-bus.js';
 import { OcppCallError } from './ocpp-adapter.js';
 import { codecOf } from './ocpp-codec.js';

@@ -64,4 +64,6 @@ async function stationsPlugin(app: FastifyInstance, opts: { loginLimits?: Partia
   });
 }
 
-export default fp(stationsPlugin, { name: 'stations' });
+// Its start writes this replica's lease (the database migrated first) and it counts into the
+// app's metrics registry. `services` is buildApp's own, decorated before any plugin.
+export default fp(stationsPlugin, { name: 'stations', dependencies: ['database', 'observability'], decorators: { fastify: ['services'] } });

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { classifyDatabaseError } from '../../src/db/database.js';
+import { classifyDatabaseError } from '../../src/db/failures.js';
 import { ConflictError, ServiceUnavailableError, UnauthorizedError } from '../../src/errors.js';
 import { paymentBody } from '../helpers/payments-factory.js';
 import { createServerDatabase } from '../helpers/test-database.js';

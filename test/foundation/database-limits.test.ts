@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { LightMyRequestResponse } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { STARTUP_LOCK_KEY } from '../../src/db/database.js';
+import { STARTUP_LOCK_KEY } from '../../src/db/startup-lock.js';
 import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { oneUrl, reader } from '../helpers/payments-factory.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';

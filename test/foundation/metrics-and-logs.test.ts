@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { DrizzleQueryError } from 'drizzle-orm/errors';
 import { describe, expect, it } from 'vitest';
-import { databaseErrorClass } from '../../src/db/database.js';
+import { databaseErrorClass } from '../../src/db/failures.js';
 import { BadRequestError, ServiceUnavailableError, ShuttingDownError } from '../../src/errors.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp } from '../helpers/probe-app.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';

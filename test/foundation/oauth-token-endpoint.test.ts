@@ -508,7 +508,7 @@ describe('clients create --network (the CLI path)', () => {
   let database: Database;
   beforeAll(async () => {
     database = await createTestDatabase();
-    await database.withStartupLock(async () => undefined);
+    await database.migrate();
   });
   afterAll(async () => {
     await database?.close();

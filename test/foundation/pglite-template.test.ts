@@ -39,7 +39,7 @@ describe('the pre-initialised data directory of the embedded database', () => {
     const dataDir = join(folder(), 'data');
     const first = await openDatabase({ dataDir, pgliteTemplateDir: template });
     try {
-      await first.withStartupLock(async () => undefined);
+      await first.migrate();
       expect(existsSync(join(dataDir, MARK))).toBe(true);
       expect(await scalar(first, 'SHOW shared_buffers')).toBe('16MB');
       await first.db.execute(sql.raw('CREATE TABLE kept (v text)'));
@@ -70,7 +70,7 @@ describe('the pre-initialised data directory of the embedded database', () => {
 
     const database = await openDatabase({ dataDir, pgliteTemplateDir: template });
     try {
-      await database.withStartupLock(async () => undefined);
+      await database.migrate();
       expect(await scalar(database, "SELECT count(*)::int FROM information_schema.tables WHERE table_name = 'session_payments'")).toBe(1);
       expect(await scalar(database, 'SHOW shared_buffers')).toBe('16MB');
     } finally {

@@ -9,7 +9,8 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findPgError, openDatabase, rowsOf, sql, type Database } from '../../src/db/database.js';
+import { openDatabase, rowsOf, sql, type Database } from '../../src/db/database.js';
+import { findPgError } from '../../src/db/failures.js';
 import { listPaymentsJson } from '../../src/payments/payments-repository.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 
@@ -97,7 +98,7 @@ onServer?.('the pool with and without a transaction-mode pooler in front (Postgr
     server = await createServerDatabase();
     serverUrl = server.directUrl ?? server.url;
     const migrator = await openDatabase({ url: serverUrl, poolMax: 1 });
-    await migrator.withStartupLock(async () => undefined);
+    await migrator.migrate();
     await migrator.close();
   });
   afterAll(async () => {

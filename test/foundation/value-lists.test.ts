@@ -16,7 +16,7 @@ let database: Database;
 beforeAll(async () => {
   database = await createTestDatabase();
   // Runs the migrations (the in-memory PGlite starts from a migrated snapshot already).
-  await database.withStartupLock(async () => undefined);
+  await database.migrate();
 });
 afterAll(async () => {
   await database.close();

@@ -1,6 +1,6 @@
 // POST /payments/v1/session-payments (docs/api.md, "Session payments"; docs/billing.md) and GET one.
 import { describe, expect, it } from 'vitest';
-import { findPgError } from '../../src/db/database.js';
+import { findPgError } from '../../src/db/failures.js';
 import type { BillingInput } from '../../src/payments/billing.js';
 import { insertPayment } from '../../src/payments/payments-repository.js';
 import type { SessionPayment } from '../../src/payments/payments-schemas.js';
