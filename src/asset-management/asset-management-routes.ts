@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
-import { renderAssetManagementError } from '../plugins/error-handler.js';
+import { serveErrorFamily } from '../plugins/errors/error-families.js';
+import { ASSET_MANAGEMENT_ERROR_FAMILY } from './asset-management-error-family.js';
 import {
   assetManagementResponses,
   assetOutput,
@@ -53,7 +54,7 @@ export interface AssetManagementRoutesOptions {
 export const ASSET_MANAGEMENT_PREFIX = '/asset-management/v1';
 
 export async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions = {}): Promise<void> {
-  app.setErrorHandler(renderAssetManagementError);
+  serveErrorFamily(app, ASSET_MANAGEMENT_ERROR_FAMILY);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const db = app.services.database.db;
   const { ocppMinSecurityProfile } = app.services.config;

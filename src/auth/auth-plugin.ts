@@ -7,6 +7,7 @@ import { ForbiddenError, UnauthorizedError } from '../errors.js';
 import { canonicalText } from '../identifiers.js';
 import { createBootstrapClientIfNone, type CreatedClient } from './clients-service.js';
 import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from './key-resolver.js';
+import { OAUTH_ERROR_FAMILY } from './oauth-error-family.js';
 import { oauthRoutes } from './oauth-routes.js';
 import type { Principal } from './principal.js';
 import { createRevocationList, type RevocationList } from './revocation-list.js';
@@ -129,6 +130,8 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
     await verify(request);
   });
 
+  // Answers under /oauth/ take RFC 6749's bodies with an external provider too (no route serves them then).
+  app.errorFamilies.register(OAUTH_ERROR_FAMILY);
   if (tokens) await app.register(oauthRoutes, { db: database.db, auth, tokens });
 }
 

@@ -4,7 +4,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppConfig } from '../config.js';
 import type { Db } from '../db/database.js';
 import fastifyFormbody from '@fastify/formbody';
-import { renderOAuthError } from '../plugins/error-handler.js';
+import { OAUTH_ERROR_FAMILY } from './oauth-error-family.js';
 import { OAuthError } from './oauth-error.js';
 import { SCOPES } from './scopes.js';
 import { publishedJwks } from './signing-keys-service.js';
@@ -64,7 +64,7 @@ export function tokenEndpointOf(issuer: string): string {
 // well-known documents are plain routes.
 async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService }) {
   const { tokens } = opts;
-  app.setErrorHandler(renderOAuthError);
+  app.setErrorHandler(OAUTH_ERROR_FAMILY.render);
   await app.register(fastifyFormbody, { bodyLimit: 8 * 1024 });
   app.withTypeProvider<ZodTypeProvider>().post(
     '/token',

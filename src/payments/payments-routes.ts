@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireScope } from '../auth/auth-plugin.js';
-import { renderPaymentsError } from '../plugins/error-handler.js';
+import { serveErrorFamily } from '../plugins/errors/error-families.js';
 import { jsonBodyParser } from '../plugins/json-body.js';
 import type { SessionPaymentJson } from './payments-repository.js';
 import * as service from './payments-service.js';
@@ -17,6 +17,7 @@ import {
   sessionPaymentSchema,
   type SessionPayment,
 } from './payments-schemas.js';
+import { PAYMENTS_ERROR_FAMILY } from './payments-error-family.js';
 
 const tags = ['payments'];
 
@@ -32,7 +33,7 @@ function sendPayment(reply: FastifyReply, json: SessionPaymentJson) {
 export const PAYMENTS_PREFIX = '/payments/v1';
 
 export async function paymentsRoutes(app: FastifyInstance): Promise<void> {
-  app.setErrorHandler(renderPaymentsError);
+  serveErrorFamily(app, PAYMENTS_ERROR_FAMILY);
   const routes = app.withTypeProvider<ZodTypeProvider>();
   const { db } = app.services.database;
   const readers = requireScope('read:sessionpayment', 'write:sessionpayment');
