@@ -10,7 +10,7 @@ import { httpTimeLimits } from './http-time-limits.js';
 import { openDatabase, type Database } from './db/database.js';
 import { RequestValidationError } from './errors.js';
 import authPlugin from './auth/auth-plugin.js';
-import { TOKEN_PATH, tokenEndpointOf } from './auth/oauth-routes.js';
+import { OAUTH_TAG, TOKEN_PATH, tokenEndpointOf } from './auth/oauth-routes.js';
 import errorHandler from './plugins/error-handler.js';
 import { clientErrorHandler, frameworkErrors } from './plugins/errors/early-answers.js';
 import observability from './plugins/observability.js';
@@ -20,8 +20,8 @@ import idempotency from './plugins/idempotency.js';
 import etag from './plugins/etag.js';
 import { limitJsonDepth } from './plugins/json-body.js';
 import { inFlightLeaseMs } from './idempotency/idempotency-rules.js';
-import { PAYMENTS_PREFIX, paymentsRoutes } from './payments/payments-routes.js';
-import { ASSET_MANAGEMENT_PREFIX, assetManagementRoutes } from './asset-management/asset-management-routes.js';
+import { PAYMENTS_PREFIX, PAYMENTS_TAG, paymentsRoutes } from './payments/payments-routes.js';
+import { ASSET_MANAGEMENT_PREFIX, ASSET_MANAGEMENT_TAG, assetManagementRoutes } from './asset-management/asset-management-routes.js';
 import type { Argon2Params } from './asset-management/passwords.js';
 import stationsPlugin from './stations/stations-plugin.js';
 import type { LoginLimits } from './stations/login-gate.js';
@@ -137,7 +137,10 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(etag);
   // The embedded issuer's token endpoint is this server's own, so the page names it relatively;
   // an external provider's follows the service specification's token URL ({auth_url}/oauth/token).
-  await app.register(openapi, { tokenUrl: config.auth.mode === 'embedded' ? TOKEN_PATH : tokenEndpointOf(config.auth.issuer) });
+  await app.register(openapi, {
+    tokenUrl: config.auth.mode === 'embedded' ? TOKEN_PATH : tokenEndpointOf(config.auth.issuer),
+    tags: [PAYMENTS_TAG, ASSET_MANAGEMENT_TAG, OAUTH_TAG],
+  });
   // Its start-up work runs under database.withStartupLock, which migrates the database first.
   await app.register(authPlugin, { auth: config.auth, database });
 

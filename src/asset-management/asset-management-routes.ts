@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
+import { describeErrorShapes } from '../plugins/errors/error-shapes.js';
 import { serveErrorFamily } from '../plugins/errors/error-families.js';
-import { ASSET_MANAGEMENT_ERROR_FAMILY } from './asset-management-error-family.js';
+import { ASSET_MANAGEMENT_ERRORS, ASSET_MANAGEMENT_ERROR_FAMILY, assetManagementResponses } from './asset-management-error-family.js';
 import {
-  assetManagementResponses,
   assetOutput,
   changePasswordBody,
   changePasswordOutput,
@@ -33,8 +33,6 @@ import {
 } from './charging-station-models-service.js';
 import { CONFLICTING_SECURITY_PROFILE_STATE } from './security-profiles.js';
 
-const tags = ['asset-management'];
-
 const modelNotFound = { codes: [CHARGING_STATION_MODEL_NOT_FOUND], means: 'No charging station model with this id' } as const;
 const assetNotFound = { codes: [ASSET_NOT_FOUND], means: 'No asset with this id visible to this access token' } as const;
 
@@ -50,8 +48,15 @@ export interface AssetManagementRoutesOptions {
 }
 
 // The asset-management family, registered with the prefix /asset-management/v1: its errors, the
-// root hooks' 401 and 429 included, take the `{ type, code, message }` shapes.
+// root hooks' 401 and 429 included, take the shapes asset-management-error-family.ts lists.
 export const ASSET_MANAGEMENT_PREFIX = '/asset-management/v1';
+
+// The API reference's group of these operations.
+export const ASSET_MANAGEMENT_TAG = {
+  name: 'asset-management',
+  description: `Charging station models and assets: \`${ASSET_MANAGEMENT_PREFIX}\`. ${describeErrorShapes(ASSET_MANAGEMENT_ERRORS)}`,
+};
+const tags = [ASSET_MANAGEMENT_TAG.name];
 
 export async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions = {}): Promise<void> {
   serveErrorFamily(app, ASSET_MANAGEMENT_ERROR_FAMILY);

@@ -1,13 +1,19 @@
 // The family registry: each API family registers its renderer under its own URL prefix, and every
 // answer to a URL under that prefix takes the family's shapes, a URL no route serves included;
-// a URL under no prefix is answered `{ message }`.
+// a URL under no prefix is answered `{ message }`. Each family's answers are the bodies its table
+// of shapes names for their status.
 import { connect } from 'node:net';
 import fc from 'fast-check';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ASSET_MANAGEMENT_ERRORS } from '../../src/asset-management/asset-management-error-family.js';
+import { OAUTH_ERRORS } from '../../src/auth/oauth-error-family.js';
 import { NotFoundError } from '../../src/errors.js';
+import { PAYMENTS_ERRORS } from '../../src/payments/payments-error-family.js';
 import { ErrorFamilies, serveErrorFamily, type ErrorFamily } from '../../src/plugins/errors/error-families.js';
 import { familyRenderer, renderPlainError, type ErrorRenderer } from '../../src/plugins/errors/error-rendering.js';
+import { describeErrorShapes, messageBody, type ErrorTable } from '../../src/plugins/errors/error-shapes.js';
 import { createTestApp, useTestApp } from '../helpers/test-app.js';
 
 // A renderer told apart by identity only: the registry's rules never call it.
@@ -52,6 +58,22 @@ describe('the registry (pure rules)', () => {
     for (const prefix of ['/payments', 'payments/', '/', '']) {
       expect(() => new ErrorFamilies().register({ name: 'bad', prefix, render: renderer() }), prefix).toThrow('must be a path that starts and ends with "/"');
     }
+  });
+
+  it('describes a table by the shape most statuses take, then the others with their statuses', () => {
+    const coded = z.object({ code: z.string(), message: z.string() });
+    const issues = z.object({ issues: z.array(z.string()) });
+    const table: ErrorTable = {
+      400: { body: issues, means: '' },
+      401: { body: messageBody, means: '' },
+      404: { body: coded, means: '' },
+      409: { body: coded, means: '' },
+      429: { body: messageBody, means: '' },
+      500: { body: coded, means: '' },
+    };
+    expect(describeErrorShapes(table)).toBe('Errors: `{ code, message }`; `{ issues }` for 400; `{ message }` for 401 and 429.');
+    // a tie goes to the shape of the lowest status
+    expect(describeErrorShapes({ 400: { body: coded, means: '' }, 401: { body: messageBody, means: '' } })).toBe('Errors: `{ code, message }`; `{ message }` for 401.');
   });
 });
 
@@ -139,6 +161,37 @@ describe('answers by URL', () => {
     for (const c of cases) {
       const res = await t.app.inject({ url: c.url });
       expect({ status: res.statusCode, body: res.json() }, c.url).toEqual({ status: 400, body: c.body });
+    }
+  });
+
+  it('each family answers with the body its table names for the status', async () => {
+    const admin = t.bearer({ scopes: ['read:sessionpayment', 'read:asset', 'write:asset'], admin: true });
+    const noScope = t.bearer({ scopes: ['read:chargingstationmodel'] });
+    const cases: { table: ErrorTable; method: 'GET' | 'POST' | 'DELETE'; url: string; authorization?: string; payload?: string; status: number }[] = [
+      { table: PAYMENTS_ERRORS, method: 'GET', url: '/payments/v1/session-payments', authorization: admin, status: 400 },
+      { table: PAYMENTS_ERRORS, method: 'GET', url: '/payments/v1/session-payments?sessionIds=a', status: 401 },
+      { table: PAYMENTS_ERRORS, method: 'GET', url: '/payments/v1/session-payments?sessionIds=a', authorization: noScope, status: 403 },
+      { table: PAYMENTS_ERRORS, method: 'GET', url: '/payments/v1/session-payments/pmt_none', authorization: admin, status: 404 },
+      { table: PAYMENTS_ERRORS, method: 'DELETE', url: '/payments/v1/session-payments', status: 405 },
+      { table: ASSET_MANAGEMENT_ERRORS, method: 'POST', url: '/asset-management/v1/assets', authorization: admin, payload: '{}', status: 400 },
+      { table: ASSET_MANAGEMENT_ERRORS, method: 'GET', url: '/asset-management/v1/assets', status: 401 },
+      { table: ASSET_MANAGEMENT_ERRORS, method: 'GET', url: '/asset-management/v1/assets', authorization: noScope, status: 403 },
+      { table: ASSET_MANAGEMENT_ERRORS, method: 'GET', url: '/asset-management/v1/assets/none', authorization: admin, status: 404 },
+      { table: ASSET_MANAGEMENT_ERRORS, method: 'DELETE', url: '/asset-management/v1/assets', status: 405 },
+      { table: OAUTH_ERRORS, method: 'POST', url: '/oauth/token', payload: 'grant_type=password', status: 400 },
+      { table: OAUTH_ERRORS, method: 'POST', url: '/oauth/token', payload: 'grant_type=client_credentials&client_id=nobody&client_secret=wrong', status: 401 },
+      { table: OAUTH_ERRORS, method: 'GET', url: '/oauth/token', status: 405 },
+    ];
+    for (const c of cases) {
+      const headers: Record<string, string> = c.authorization ? { authorization: c.authorization } : {};
+      if (c.payload !== undefined) headers['content-type'] = c.payload.startsWith('{') ? 'application/json' : 'application/x-www-form-urlencoded';
+      const res = await t.app.inject({ method: c.method, url: c.url, headers, ...(c.payload === undefined ? {} : { payload: c.payload }) });
+      const where = `${c.method} ${c.url}`;
+      expect(res.statusCode, where).toBe(c.status);
+      const answer = c.table[c.status];
+      expect(answer, where).toBeDefined();
+      const parsed = answer!.body.strict().safeParse(res.json());
+      expect(parsed.error?.issues, `${where}: ${res.body}`).toBeUndefined();
     }
   });
 });

@@ -3,8 +3,10 @@
 // answer now means (503 with Retry-After). It knows no family: each family turns a Rendered into
 // its own body (error-families.ts says which family a URL belongs to).
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
 import { AppError, EarlyError, MAX_ISSUES, MethodNotAllowedError, RequestValidationError, type ServiceUnavailableError, type ValidationIssue } from '../../errors.js';
 import { classifyDatabaseError, loggableError } from '../../db/database.js';
+import type { messageBody } from './error-shapes.js';
 
 // An error, rendered: its status, its message for the client, the code a family may name, and the
 // validation issues (at most MAX_ISSUES, under a byte budget).
@@ -132,13 +134,13 @@ export function familyRenderer<Body>(shape: FamilyShape<Body>): ErrorRenderer {
     if (r.status === 401) reply.header('www-authenticate', `Bearer error="invalid_token", error_description="${r.message.replace(/"/g, "'")}"`);
     if (error instanceof MethodNotAllowedError) reply.header('allow', error.allow.join(', '));
     reply.code(r.status);
-    if (r.status === 401 || r.status === 429 || r.status === 431) return reply.send({ message: r.message });
+    if (r.status === 401 || r.status === 429 || r.status === 431) return reply.send({ message: r.message } satisfies z.input<typeof messageBody>);
     return reply.send(shape.body(r));
   };
 }
 
 // The routes of no family: `{ message }` whatever the status.
-export const renderPlainError = familyRenderer<{ message: string }>({
+export const renderPlainError = familyRenderer<z.input<typeof messageBody>>({
   unavailable: (error) => ({ message: error.message }),
   body: (r) => ({ message: r.message }),
 });
