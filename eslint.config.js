@@ -1,7 +1,7 @@
 // Lint: typescript-eslint's recommended type-aware rules, plus the import direction the
 // architecture depends on (README "Architecture"): routes → services → repositories → db, pure
-// rules import nothing that does I/O, and areas talk through services, never through each
-// other's repositories or routes.
+// rules import nothing that does I/O, areas talk through services, never through each other's
+// repositories or routes, and the shared error machinery imports no area.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -30,6 +30,13 @@ export default tseslint.config(
   layer(['src/**/*-service.ts'], ['**/*-routes.js', '**/plugins/**'], 'a service does not know about HTTP routes or plugins'),
   layer(['src/**/*-tables.ts'], ['**/*-service.js', '**/*-routes.js', '**/*-repository.js'], 'table definitions are the bottom of the data layer'),
   layer(['src/db/**'], ['**/*-service.js', '**/*-routes.js', '**/*-repository.js', '**/plugins/**'], 'the db module is the bottom layer'),
+  // The HTTP error machinery is shared plumbing: each API family registers its renderer and its
+  // shapes from its own folder, so the machinery names none of them.
+  layer(
+    ['src/errors.ts', 'src/plugins/error-handler.ts', 'src/plugins/errors/**'],
+    ['**/payments/**', '**/asset-management/**', '**/stations/**', '**/auth/**', '**/idempotency/**'],
+    'the error machinery imports no area: a family registers with it (serveErrorFamily)',
+  ),
   layer(['src/payments/**'], ['**/asset-management/**', '**/stations/**'], 'payments do not depend on other areas'),
   layer(['src/asset-management/**'], ['**/payments/**', '**/stations/*-repository.js', '**/stations/*-routes.js'], 'asset management talks to other areas through their services only'),
   layer(['src/stations/**'], ['**/payments/**', '**/asset-management/*-repository.js', '**/asset-management/*-routes.js'], 'stations talk to other areas through their services only'),
