@@ -56,6 +56,16 @@ const LAYERS = [
   { files: 'src/**/*-tables.ts', mayNotImport: ['src/**/*-service.ts', 'src/**/*-routes.ts', 'src/**/*-repository.ts'], message: 'table definitions are the bottom of the data layer' },
 ];
 
+// Within the HTTP plumbing, the error machinery names no family: each registers its renderer and
+// shapes with it (serveErrorFamily), from its own folder, the OAuth family from auth/ included.
+const PLUMBING_ZONES = [
+  {
+    target: ['src/errors.ts', 'src/plugins/error-handler.ts', 'src/plugins/errors'],
+    from: ['src/auth', 'src/idempotency'],
+    message: 'the error machinery imports no family: a family registers with it (serveErrorFamily)',
+  },
+];
+
 function importZones() {
   const areaFolders = Object.values(AREAS).map((area) => area.folder);
   const shared = Object.entries(SHARED_MAY_IMPORT).map(([part, allowed]) => ({
@@ -74,7 +84,7 @@ function importZones() {
       ),
   ]);
   const layers = LAYERS.map(({ files, mayNotImport, message }) => ({ target: files, from: mayNotImport, message }));
-  return [...shared, ...areas, ...layers];
+  return [...shared, ...areas, ...layers, ...PLUMBING_ZONES];
 }
 
 const importZonesConfig = {

@@ -11,8 +11,9 @@ import { openDatabase, type Database } from './db/database.js';
 import { RequestValidationError } from './errors.js';
 import authPlugin from './auth/auth-plugin.js';
 import authentication from './auth/authentication-plugin.js';
-import oauthRoutes, { TOKEN_PATH, tokenEndpointOf } from './auth/oauth-routes.js';
-import errorHandler, { clientErrorHandler, frameworkErrors } from './plugins/error-handler.js';
+import oauthRoutes, { OAUTH_TAG, TOKEN_PATH, tokenEndpointOf } from './auth/oauth-routes.js';
+import errorHandler from './plugins/error-handler.js';
+import { clientErrorHandler, frameworkErrors } from './plugins/errors/early-answers.js';
 import databasePlugin from './plugins/database.js';
 import observability from './plugins/observability.js';
 import rateLimit from './plugins/rate-limit.js';
@@ -21,8 +22,8 @@ import idempotency from './plugins/idempotency.js';
 import etag from './plugins/etag.js';
 import { limitJsonDepth } from './plugins/json-body.js';
 import { inFlightLeaseMs } from './idempotency/idempotency-rules.js';
-import paymentsRoutes, { PAYMENTS_PREFIX } from './payments/payments-routes.js';
-import assetManagementRoutes, { ASSET_MANAGEMENT_PREFIX } from './asset-management/asset-management-routes.js';
+import paymentsRoutes, { PAYMENTS_PREFIX, PAYMENTS_TAG } from './payments/payments-routes.js';
+import assetManagementRoutes, { ASSET_MANAGEMENT_PREFIX, ASSET_MANAGEMENT_TAG } from './asset-management/asset-management-routes.js';
 import type { Argon2Params } from './asset-management/password-hashing.js';
 import stationsPlugin from './stations/stations-plugin.js';
 import type { LoginLimits } from './stations/login-gate.js';
@@ -142,7 +143,10 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(etag);
   // The embedded issuer's token endpoint is this server's own, so the page names it relatively;
   // an external provider's is {AUTH_ISSUER}/oauth/token (docs/api.md, Authentication).
-  await app.register(openapi, { tokenUrl: config.auth.mode === 'embedded' ? TOKEN_PATH : tokenEndpointOf(config.auth.issuer) });
+  await app.register(openapi, {
+    tokenUrl: config.auth.mode === 'embedded' ? TOKEN_PATH : tokenEndpointOf(config.auth.issuer),
+    tags: [PAYMENTS_TAG, ASSET_MANAGEMENT_TAG, OAUTH_TAG],
+  });
   if (app.auth.tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: app.auth.tokens });
   await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
 

@@ -88,6 +88,8 @@ export class TooManyRequestsError extends AppError {
 
 // A dependency cannot answer now but may soon: rendered 503 with Retry-After, so clients retry.
 export class ServiceUnavailableError extends AppError {
+  // always set: the families' 503 bodies name it
+  declare readonly code: string;
   readonly retryAfterSeconds: number;
   // The database did not answer in time (a statement or connection timeout, a deadline of ours),
   // as opposed to refusing or losing the connection: told apart in /metrics.

@@ -2,10 +2,11 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
-import { renderAssetManagementError } from '../plugins/error-handler.js';
+import { describeErrorShapes } from '../plugins/errors/error-shapes.js';
+import { serveErrorFamily } from '../plugins/errors/error-families.js';
 import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
+import { ASSET_MANAGEMENT_ERRORS, ASSET_MANAGEMENT_ERROR_FAMILY, assetManagementResponses } from './asset-management-error-family.js';
 import {
-  assetManagementResponses,
   assetOutput,
   changePasswordBody,
   changePasswordOutput,
@@ -36,8 +37,6 @@ import {
 import { CONFLICTING_SECURITY_PROFILE_STATE } from './security-profiles.js';
 import type { StationLink } from './station-link.js';
 
-const tags = ['asset-management'];
-
 const modelNotFound = { codes: [CHARGING_STATION_MODEL_NOT_FOUND], means: 'No charging station model with this id' } as const;
 const assetNotFound = { codes: [ASSET_NOT_FOUND], means: 'No asset with this id visible to this access token' } as const;
 
@@ -55,11 +54,18 @@ export interface AssetManagementRoutesOptions {
 }
 
 // The asset-management family, registered with the prefix /asset-management/v1: its errors, the
-// root hooks' 401 and 429 included, take the `{ type, code, message }` shapes.
+// root hooks' 401 and 429 included, take the shapes asset-management-error-family.ts lists.
 export const ASSET_MANAGEMENT_PREFIX = '/asset-management/v1';
 
+// The API reference's group of these operations.
+export const ASSET_MANAGEMENT_TAG = {
+  name: 'asset-management',
+  description: `Charging station models and assets: \`${ASSET_MANAGEMENT_PREFIX}\`. ${describeErrorShapes(ASSET_MANAGEMENT_ERRORS)}`,
+};
+const tags = [ASSET_MANAGEMENT_TAG.name];
+
 async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions): Promise<void> {
-  app.setErrorHandler(renderAssetManagementError);
+  serveErrorFamily(app, ASSET_MANAGEMENT_ERROR_FAMILY);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const db = app.services.database.db;
   const { stations } = options;

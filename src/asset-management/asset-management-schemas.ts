@@ -5,7 +5,6 @@ import { OCPP_2_0_1, OCPP_VERSIONS, SECURITY_PROFILES, type OcppVersion } from '
 import { CONNECTION_TYPES, CONNECTOR_FORMATS, POWER_TYPES } from './asset-management-tables.js';
 import { stationOutput } from './station-link.js';
 import { ROTATION_STATES } from './rotation.js';
-import { IDEMPOTENCY_KEY_IN_USE } from '../idempotency/idempotency-rules.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
 // Every object is strict: a misspelt optional field must be a 400, never silently ignored.
 
@@ -244,60 +243,5 @@ export const changePasswordUnconfirmedOutput = z
 export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.object({ items: z.array(item), hasMore: z.boolean() }) });
 
 export const envelope = <T extends z.ZodType>(item: T) => z.object({ data: item });
-
-export const messageBody = z.object({ message: z.string() });
-
-const typed = (type: string, codes: readonly [string, ...string[]]) => z.object({ type: z.literal(type), code: z.enum(codes), message: z.string() });
-
-// The asset-management family's error bodies by status: `{ type, code,
-// message }`, but `{ message }` for 401, 403 and 429. The API reference takes every operation's
-// answers from here; an operation names the codes its 404 and 409 carry, and whether it takes an
-// Idempotency-Key (its 422).
-const ASSET_MANAGEMENT_ERRORS = {
-  400: { body: typed('BAD_REQUEST', ['INVALID_REQUEST_PARAMETERS']), means: 'The query, path or body is invalid; the message names every problem' },
-  401: { body: messageBody, means: 'The access token is missing, invalid or expired' },
-  403: { body: messageBody, means: 'The access token lacks the required scope or role' },
-  408: { body: typed('REQUEST_TIMEOUT', ['REQUEST_TIMEOUT']), means: 'The request did not arrive in time' },
-  429: { body: messageBody, means: 'Too many requests; retry after Retry-After seconds' },
-  500: { body: typed('INTERNAL_ERROR', ['INTERNAL_SERVER_ERROR']), means: 'Internal failure (details are in the log, under the request id)' },
-  503: {
-    body: typed('SERVICE_UNAVAILABLE', ['DATABASE_UNAVAILABLE', 'SHUTTING_DOWN']),
-    means: 'The database cannot answer now, or the server is shutting down; retry after Retry-After seconds',
-  },
-} as const;
-
-export interface OwnAnswer {
-  codes: readonly [string, ...string[]];
-  means: string;
-  examples?: { code: string; message: string }[];
-}
-
-const KEY_IN_USE = { code: IDEMPOTENCY_KEY_IN_USE, means: 'the first request with this Idempotency-Key is still being processed' } as const;
-
-function withKeyInUse(answer: OwnAnswer | undefined): OwnAnswer {
-  if (!answer) return { codes: [KEY_IN_USE.code], means: `${KEY_IN_USE.means[0]!.toUpperCase()}${KEY_IN_USE.means.slice(1)}` };
-  return { ...answer, codes: [...answer.codes, KEY_IN_USE.code], means: `${answer.means}, or ${KEY_IN_USE.means}` };
-}
-
-// An operation's responses: its success, the family's answers of every operation, its own 404 and
-// 409 with the codes they carry there, and the 422 of a reused Idempotency-Key where it takes one.
-export function assetManagementResponses<Success extends Record<number, z.ZodType>>(
-  success: Success,
-  own: { 404?: OwnAnswer; 409?: OwnAnswer; idempotencyKey?: boolean } = {},
-) {
-  const errors: Record<number, z.ZodType> = {};
-  for (const [status, { body, means }] of Object.entries(ASSET_MANAGEMENT_ERRORS)) errors[Number(status)] = body.describe(means);
-  const types = { 404: 'NOT_FOUND', 409: 'CONFLICT' } as const;
-  for (const status of [404, 409] as const) {
-    let answer = own[status];
-    // A key whose first request is still running is the operation's 409 too.
-    if (status === 409 && own.idempotencyKey) answer = withKeyInUse(answer);
-    if (!answer) continue;
-    const body = typed(types[status], answer.codes).describe(answer.means);
-    errors[status] = answer.examples ? body.meta({ examples: answer.examples.map((e) => ({ type: types[status], ...e })) }) : body;
-  }
-  if (own.idempotencyKey) errors[422] = typed('UNPROCESSABLE_ENTITY', ['IDEMPOTENCY_KEY_REUSED']).describe('The Idempotency-Key was already used for a different request');
-  return { ...success, ...errors };
-}
 
 export const notModified = z.null().describe('Not modified: the resource still has the ETag given in If-None-Match');

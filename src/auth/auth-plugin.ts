@@ -7,6 +7,7 @@ import { ForbiddenError, UnauthorizedError } from '../errors.js';
 import { canonicalText } from '../identifiers.js';
 import { createBootstrapClientIfNone, type CreatedClient } from './clients-service.js';
 import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from './key-resolver.js';
+import { OAUTH_ERROR_FAMILY } from './oauth-error-family.js';
 import type { Principal } from './principal.js';
 import { createRevocationList, type RevocationList } from './revocation-list.js';
 import type { Scope } from './scopes.js';
@@ -126,6 +127,9 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
   });
 
   app.decorateRequest('principal', null as unknown as Principal);
+
+  // Answers under /oauth/ take RFC 6749's bodies with an external provider too (no route serves them then).
+  app.errorFamilies.register(OAUTH_ERROR_FAMILY);
 }
 
 async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): Promise<Principal> {
@@ -228,4 +232,4 @@ export function requireAdmin(options: { allNetworks?: boolean } = {}): onRequest
 }
 
 // Its start-up work reads the signing keys: the database is migrated first.
-export default fp(authPlugin, { name: 'auth', dependencies: ['database'] });
+export default fp(authPlugin, { name: 'auth', dependencies: ['error-handler', 'database'] });

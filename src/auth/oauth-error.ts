@@ -1,4 +1,4 @@
-// RFC 6749 §5.2 errors of the token endpoint; rendered by the error plugin as { error, error_description }.
+// RFC 6749 §5.2 errors of the token endpoint; oauth-error-family.ts renders them as { error, error_description }.
 export type OAuthErrorCode = 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unsupported_grant_type' | 'invalid_scope';
 
 export class OAuthError extends Error {

@@ -5,8 +5,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppConfig } from '../config.js';
 import type { Db } from '../db/database.js';
 import fastifyFormbody from '@fastify/formbody';
-import { renderOAuthError } from '../plugins/error-handler.js';
+import { PLAIN_ERRORS, describeErrorShapes, documentedErrors } from '../plugins/errors/error-shapes.js';
 import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
+import { OAUTH_ERRORS, OAUTH_ERROR_FAMILY } from './oauth-error-family.js';
 import { OAuthError } from './oauth-error.js';
 import { SCOPES } from './scopes.js';
 import { publishedJwks } from './signing-keys-service.js';
@@ -20,15 +21,9 @@ const tokenResponse = z.object({
   scope: z.string(),
 });
 
-const oauthError = (codes: readonly [string, ...string[]], means: string) => z.object({ error: z.enum(codes), error_description: z.string() }).describe(means);
-const message = (means: string) => z.object({ message: z.string() }).describe(means);
-
-// Answers of every public route: rate limit, internal failure, a database that cannot answer now.
-const publicErrors = {
-  429: message('Too many requests; retry after Retry-After seconds'),
-  500: message('Internal failure (details are in the log, under the request id)'),
-  503: message('The database cannot answer now; retry after Retry-After seconds'),
-};
+// Answers of the well-known documents (routes of no family): rate limit, internal failure, a
+// database that cannot answer now.
+const publicErrors = documentedErrors(PLAIN_ERRORS, [429, 500, 503]);
 
 const jwks = z
   .object({ keys: z.array(z.record(z.string(), z.string()).describe('A public JSON Web Key (kty, kid, alg, use and the key\'s own members)')) })
@@ -51,6 +46,13 @@ const OAUTH_PREFIX = '/oauth';
 export const TOKEN_PATH = `${OAUTH_PREFIX}/token`;
 const JWKS_PATH = '/.well-known/jwks.json';
 
+// The API reference's group of these operations.
+export const OAUTH_TAG = {
+  name: 'oauth',
+  description: `The embedded OAuth 2.0 authorization server (client credentials grant, RFC 6749 §4.4; error bodies per RFC 6749 §5.2). ${describeErrorShapes(OAUTH_ERRORS)}`,
+};
+const tags = [OAUTH_TAG.name];
+
 // A path under the issuer. An issuer may end in a slash (many providers' do, and `iss` must match
 // it exactly), which must not double.
 function underIssuer(issuer: string, path: string): string {
@@ -66,7 +68,7 @@ export function tokenEndpointOf(issuer: string): string {
 // well-known documents are plain routes.
 async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService }) {
   const { tokens } = opts;
-  app.setErrorHandler(renderOAuthError);
+  app.setErrorHandler(OAUTH_ERROR_FAMILY.render);
   await app.register(fastifyFormbody, { bodyLimit: 8 * 1024 });
   app.withTypeProvider<ZodTypeProvider>().post(
     '/token',
@@ -77,7 +79,7 @@ async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService 
       // Basic credentials are checked with the same rule in the token service.
       attachValidation: true,
       schema: {
-        tags: ['oauth'],
+        tags,
         operationId: 'issueToken',
         summary: 'Issue an access token (OAuth 2.0 client credentials grant)',
         description:
@@ -87,11 +89,7 @@ async function tokenEndpoint(app: FastifyInstance, opts: { tokens: TokenService 
         querystring: tokenRequestQuery,
         response: {
           200: tokenResponse,
-          400: oauthError(['invalid_request', 'unsupported_grant_type', 'invalid_scope'], 'The request is malformed, the grant type is not client_credentials, or a scope is not the client\'s'),
-          401: oauthError(['invalid_client'], 'Unknown client, wrong secret, or a revoked client'),
-          408: message('The request did not arrive in time'),
-          ...publicErrors,
-          503: oauthError(['temporarily_unavailable'], 'The database cannot answer now; retry after Retry-After seconds'),
+          ...documentedErrors(OAUTH_ERRORS, [400, 401, 408, 429, 500, 503]),
         },
       },
     },
@@ -124,7 +122,7 @@ async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig
     {
       config: { public: true },
       schema: {
-        tags: ['oauth'],
+        tags,
         operationId: 'getJwks',
         summary: 'Public keys that sign access tokens',
         description: 'The JSON Web Key Set that verifies the access tokens of the embedded issuer; cacheable for 5 minutes.',
@@ -142,7 +140,7 @@ async function oauthRoutes(app: FastifyInstance, opts: { db: Db; auth: AppConfig
     {
       config: { public: true },
       schema: {
-        tags: ['oauth'],
+        tags,
         operationId: 'getAuthorizationServerMetadata',
         summary: 'Authorization server metadata (RFC 8414)',
         description: 'Where the token endpoint and the keys are, and what the issuer supports.',

@@ -3,7 +3,8 @@ import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireScope } from '../auth/auth-plugin.js';
-import { renderPaymentsError } from '../plugins/error-handler.js';
+import { describeErrorShapes } from '../plugins/errors/error-shapes.js';
+import { serveErrorFamily } from '../plugins/errors/error-families.js';
 import { jsonBodyParser } from '../plugins/json-body.js';
 import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
 import type { SessionPaymentJson } from './payments-repository.js';
@@ -14,13 +15,12 @@ import {
   listQuerySchema,
   notModifiedResponse,
   paymentIdParamsSchema,
-  paymentsResponses,
   recordBodySchema,
   sessionPaymentSchema,
   type SessionPayment,
 } from './payments-schemas.js';
-
-const tags = ['payments'];
+// After the schemas: the API reference lists named schemas in the order they are defined.
+import { PAYMENTS_ERRORS, PAYMENTS_ERROR_FAMILY, paymentsResponses } from './payments-error-family.js';
 
 // Answers are JSON text the database rendered (one rendering per payment): with a
 // JSON content type Fastify sends a string as is, never through the serializer.
@@ -30,11 +30,15 @@ function sendPayment(reply: FastifyReply, json: SessionPaymentJson) {
 
 // The payments family, registered with the prefix /payments/v1: its errors, the root hooks' 401
 // and 429 included (Fastify answers a route's errors with its own context's handler), take the
-// shapes docs/api.md, "Errors", lists.
+// shapes payments-error-family.ts lists.
 export const PAYMENTS_PREFIX = '/payments/v1';
 
+// The API reference's group of these operations.
+export const PAYMENTS_TAG = { name: 'payments', description: `Session payments: \`${PAYMENTS_PREFIX}\`. ${describeErrorShapes(PAYMENTS_ERRORS)}` };
+const tags = [PAYMENTS_TAG.name];
+
 async function paymentsRoutes(app: FastifyInstance): Promise<void> {
-  app.setErrorHandler(renderPaymentsError);
+  serveErrorFamily(app, PAYMENTS_ERROR_FAMILY);
   const routes = app.withTypeProvider<ZodTypeProvider>();
   const { db } = app.services.database;
   const readers = requireScope('read:sessionpayment', 'write:sessionpayment');

@@ -13,6 +13,9 @@ export interface OpenapiOptions {
   // Where the page's "Authorize" asks for a token. The embedded issuer's is relative, so the page
   // works from whatever address it is opened on.
   tokenUrl: string;
+  // The groups of operations, in the order the page shows them; each area says what its group is
+  // and how its errors look.
+  tags: { name: string; description: string }[];
 }
 
 // The published payments interface's version (docs/api.md, "The API reference and generated clients").
@@ -27,12 +30,6 @@ const SCOPE_MEANINGS: Partial<Record<Scope, string>> = {
   'read:asset': 'Retrieve assets',
   'write:asset': 'Create and update assets',
 };
-
-const TAGS = [
-  { name: 'payments', description: 'Session payments: `/payments/v1`. Errors: `{ code, message, status }`; a 400 is the ZodError body.' },
-  { name: 'asset-management', description: 'Charging station models and assets: `/asset-management/v1`. Errors: `{ type, code, message }`; 401 and 403 are `{ message }`.' },
-  { name: 'oauth', description: 'The embedded OAuth 2.0 authorization server (client credentials grant, RFC 6749 §4.4). Errors per RFC 6749 §5.2.' },
-];
 
 const DESCRIPTION = `Session payments, charging station models and asset passwords of an EV charging network.
 
@@ -178,7 +175,7 @@ async function openapiPlugin(app: FastifyInstance, opts: OpenapiOptions) {
       info: { title: 'Charging network service', description: DESCRIPTION, version: API_VERSION, license: licenseOf() },
       // Relative: requests and token requests go to the address the document was fetched from.
       servers: [{ url: '/', description: 'The server that serves this document' }],
-      tags: TAGS,
+      tags: opts.tags,
       components: {
         securitySchemes: {
           oauth2: {

@@ -6,7 +6,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { describe, expect, it, vi } from 'vitest';
-import { renderAssetManagementError } from '../../src/plugins/error-handler.js';
+import { ASSET_MANAGEMENT_ERROR_FAMILY } from '../../src/asset-management/asset-management-error-family.js';
 import { IDEMPOTENCY_KEY_TTL_MS, inFlightLeaseMs } from '../../src/idempotency/idempotency-rules.js';
 import { purgeExpiredKeys } from '../../src/idempotency/idempotency-service.js';
 import { useTestApp } from '../helpers/test-app.js';
@@ -33,7 +33,7 @@ const t = useTestApp({
   clock: () => new Date(now),
   routes: async (app) => {
     await app.register(async (family) => {
-      family.setErrorHandler(renderAssetManagementError);
+      family.setErrorHandler(ASSET_MANAGEMENT_ERROR_FAMILY.render);
       family.post('/test-held', { config: { idempotencyKey: 'honoured' } }, async (_request, reply) => {
         const run = ++held.runs;
         await held.gate;

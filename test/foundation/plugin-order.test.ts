@@ -46,7 +46,7 @@ function pieces(): [name: string, register: (app: FastifyInstance) => void][] {
     ['authentication', (app) => void app.register(authentication)],
     ['idempotency', (app) => void app.register(idempotency, { db: database.db, clock: () => new Date(), leaseMs: 60_000 })],
     ['etag', (app) => void app.register(etag)],
-    ['openapi', (app) => void app.register(openapi, { tokenUrl: '/oauth/token' })],
+    ['openapi', (app) => void app.register(openapi, { tokenUrl: '/oauth/token', tags: [] })],
     ['payments-routes', (app) => void app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX })],
     ['stations', (app) => void app.register(stationsPlugin, {})],
     [
