@@ -21,6 +21,7 @@ import { createBatcher } from '../batching.js';
 import { MAX_CONNECTOR_STATUSES } from './station-bounds.js';
 import { createConnectionHealing } from './connection-healing.js';
 import { stationConnected } from './station-presence.js';
+import { askToReconnect } from './station-drain.js';
 import {
   claimStations,
   deleteStaleReplicas,
@@ -91,6 +92,9 @@ export interface StationConnections extends StationCommandPort {
   isHeld(identity: string): boolean;
   // Logins waiting for a slow password hash, and those hashing now.
   readonly loginQueue: { readonly waiting: number; readonly running: number };
+  // Asks every station connected here to reconnect (a stop after the drain); resolves once their
+  // sockets closed, or after waitMs. How many were asked.
+  moveStations(waitMs: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -420,6 +424,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     isConnected: (assetId, deadline) => stationConnected({ db, replicaId, bus, holdsHere: (id) => held.has(id) }, assetId, deadline),
     isHeld: (identity) => held.has(identity),
     loginQueue: gate.hashQueue,
+    moveStations: (waitMs) => askToReconnect([...held.values()].map((entry) => entry.socket), waitMs),
     async close() {
       if (closing) return;
       closing = true;
