@@ -156,7 +156,7 @@ describe('loadConfig', () => {
       expect(configError({ SHUTDOWN_DRAIN_SECONDS: bad }).message).toBe('invalid configuration: SHUTDOWN_DRAIN_SECONDS: must be a whole number of seconds, 0 or more');
     }
     // The default drain does not fit a stop bounded by 3 s: the message says what to change.
-    for (const env of [{ SHUTDOWN_DRAIN_SECONDS: '10' }, { SHUTDOWN_TIMEOUT_MS: '3000' }, { SHUTDOWN_DRAIN_SECONDS: '99999999999999999999' }]) {
+    for (const env of [{ SHUTDOWN_DRAIN_SECONDS: '10' }, { SHUTDOWN_TIMEOUT_MS: '3000' }, { SHUTDOWN_DRAIN_SECONDS: '99999999999999999999' }] as Record<string, string>[]) {
       expectRejected(env, 'SHUTDOWN_DRAIN_SECONDS');
       expect(configError(env).message).toContain('must be shorter than SHUTDOWN_TIMEOUT_MS');
     }
