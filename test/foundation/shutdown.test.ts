@@ -91,7 +91,7 @@ describe('graceful shutdown (SIGTERM)', () => {
     const [code, signal] = await fixture.exited;
     expect({ code, signal, stderr: fixture.output.stderr }).toEqual({ code: 0, signal: null, stderr: '' });
     expect(fixture.output.stdout).toContain('database closed');
-  });
+  }, 60_000);
 
   it(
     'with the default drain (5 s) and timeout (10 s): /readyz answers 503 while everything else is served, then the stations are closed with 1012 (reconnect), new connections are refused, the request in flight finishes, exit 0',
