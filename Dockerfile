@@ -39,8 +39,12 @@ USER node
 # X-Forwarded-Proto: https and TRUST_PROXY=true), or mount a certificate and set OCPP_TLS_PORT,
 # OCPP_TLS_CERT_FILE and OCPP_TLS_KEY_FILE for the service's own TLS listener (publish that port too).
 EXPOSE 3000
-# SHUTDOWN_TIMEOUT_MS (8 s) stays under `docker stop`'s default grace period (10 s), so a slow
-# shutdown ends in our own exit 1 rather than a SIGKILL. Probes are logged at debug.
+# docker stop sends SIGTERM: /readyz answers 503 for SHUTDOWN_DRAIN_SECONDS (5 s) so a load
+# balancer takes the replica out, then the stations are asked to reconnect and requests finish.
+# SHUTDOWN_TIMEOUT_MS (8 s) bounds all of it, the drain included, and stays under `docker stop`'s
+# default grace period (10 s), so a slow stop ends in our own exit 1 rather than a SIGKILL.
+STOPSIGNAL SIGTERM
+# Probes are logged at debug.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The CLI in the container: node dist/cli.js … (tsx is a dev dependency, absent here).

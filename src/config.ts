@@ -52,6 +52,14 @@ const envSchema = z.object({
   RATE_LIMIT_REDIS_PREFIX: z.string().min(1).max(200).default('charging-network:rate-limit:'),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+  // On SIGTERM, how long /readyz answers 503 (everything else still served) before the stop
+  // begins, so a load balancer's health checks take the replica out first. Counts inside
+  // SHUTDOWN_TIMEOUT_MS.
+  SHUTDOWN_DRAIN_SECONDS: z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number of seconds, 0 or more')
+    .transform(Number)
+    .default(5),
   // Longest time for a request's headers and body to arrive (never bounds a handler's work).
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
   // Connections the kernel completes and queues until the process accepts them. Node's default
@@ -92,6 +100,14 @@ const configSchema = envSchema.transform((e, ctx) => {
   }
   if (e.DATABASE_DIRECT_URL !== undefined && e.DATABASE_URL === undefined) {
     ctx.addIssue({ code: 'custom', path: ['DATABASE_DIRECT_URL'], message: 'needs DATABASE_URL (the pooler it bypasses)' });
+    return z.NEVER;
+  }
+  if (e.SHUTDOWN_DRAIN_SECONDS * 1000 >= e.SHUTDOWN_TIMEOUT_MS) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['SHUTDOWN_DRAIN_SECONDS'],
+      message: `must be shorter than SHUTDOWN_TIMEOUT_MS (${e.SHUTDOWN_TIMEOUT_MS} ms), which bounds the whole stop, the drain included (5 s when unset): lower it or raise SHUTDOWN_TIMEOUT_MS`,
+    });
     return z.NEVER;
   }
   if (external && !e.AUTH_ISSUER) {
@@ -135,6 +151,7 @@ const configSchema = envSchema.transform((e, ctx) => {
       redisPrefix: e.RATE_LIMIT_REDIS_PREFIX,
     },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     listenBacklog: e.LISTEN_BACKLOG,
     ocpp: {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import closeWithGrace from 'close-with-grace';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { AppConfig } from './config.js';
@@ -128,18 +129,36 @@ export async function listenOcppTls(
   };
 }
 
-// Listens and wires SIGTERM/SIGINT: stop accepting, let in-flight requests finish, close the
-// database (an onClose hook), exit 0; a shutdown slower than the timeout exits 1.
+// Longest wait for the stations' closing handshakes before the endpoint cuts what is left.
+const STATIONS_MOVE_WAIT_MS = 1000;
+
+// SIGTERM, the stop of a replica behind a load balancer: /readyz answers 503 for the drain while
+// everything else is still served, so the balancer's health checks take the replica out before
+// it stops accepting (a request it sends meanwhile is answered, not refused).
+async function drain(app: FastifyInstance, drainMs: number): Promise<void> {
+  app.startDraining();
+  app.log.info({ drainMs }, 'draining: /readyz answers 503 until the stop begins');
+  await sleep(drainMs);
+}
+
+// Listens and wires SIGTERM/SIGINT: on SIGTERM the drain first; then the stations are asked to
+// reconnect (to another replica, through the balancer), the listening sockets close, in-flight
+// requests finish, the database closes (an onClose hook), exit 0. A stop slower than the timeout,
+// the drain included, exits 1.
 export async function runServer(
   app: FastifyInstance,
-  config: Pick<AppConfig, 'host' | 'port' | 'shutdownTimeoutMs' | 'requestTimeoutMs' | 'listenBacklog'> & { ocpp?: AppConfig['ocpp'] },
+  config: Pick<AppConfig, 'host' | 'port' | 'shutdownTimeoutMs' | 'shutdownDrainMs' | 'requestTimeoutMs' | 'listenBacklog'> & { ocpp?: AppConfig['ocpp'] },
 ): Promise<string> {
   let tls: OcppTlsListener | undefined;
   closeWithGrace({ delay: config.shutdownTimeoutMs, logger: false }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'fatal error, shutting down');
     else app.log.info({ signal }, 'shutting down');
+    // SIGINT is someone at a terminal: no balancer waits for it.
+    if (signal === 'SIGTERM' && config.shutdownDrainMs > 0) await drain(app, config.shutdownDrainMs);
+    const moved = await app.stations.moveStations(STATIONS_MOVE_WAIT_MS);
+    if (moved > 0) app.log.info({ stations: moved }, 'stations asked to reconnect');
     // The server's close closes every socket of the port (listenAcceptor); the stations'
-    // sockets, on either listener, close in the app's preClose; then the TLS port.
+    // sockets still open, on either listener, close in the app's preClose; then the TLS port.
     await app.close();
     await tls?.close();
   });

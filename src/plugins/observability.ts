@@ -13,6 +13,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     // The app's /metrics registry, for plugins that count their own events.
     metrics: Registry;
+    // From now on /readyz answers 503 (a stop is coming); every other route is served as before.
+    startDraining(): void;
   }
 }
 
@@ -82,7 +84,13 @@ async function observabilityPlugin(app: FastifyInstance, opts: { database: Datab
   // Probes and scrapers poll from one address; they must never be rate limited into "down".
   const probe = { public: true, rateLimit: false } as const;
   app.get('/healthz', { config: probe, schema: hidden }, async () => ({ status: 'ok' }));
+  let draining = false;
+  app.decorate('startDraining', () => {
+    draining = true;
+  });
   app.get('/readyz', { config: probe, schema: hidden }, async (request, reply) => {
+    // A load balancer's health check takes the replica out before it stops accepting.
+    if (draining) return reply.code(503).send({ message: 'shutting down' });
     try {
       await opts.database.ping();
       return { status: 'ready' };

@@ -46,6 +46,8 @@ export interface SocketRegistry {
   // `all`), and the note that a batch of them was written.
   seenDue(now: number, all: boolean): SeenDue[];
   seenWritten(batch: SeenDue[], now: number): void;
+  // Every socket held here (a drain asks them all to reconnect elsewhere).
+  sockets(): ClaimedSocket[];
   clear(): void;
 }
 
@@ -133,6 +135,8 @@ export function createSocketRegistry(log: FastifyBaseLogger, seenWriteMs: number
         entry.nextSeenWriteAt = now + seenWriteMs;
       }
     },
+
+    sockets: () => [...held.values()].map((entry) => entry.socket),
 
     clear: () => held.clear(),
   };

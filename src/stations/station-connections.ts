@@ -19,6 +19,7 @@ import { createReplicaLease } from './replica-lease.js';
 import { makeReplicaKeys } from './sealed-box.js';
 import { createSocketRegistry, type StationSession } from './socket-registry.js';
 import { createStationCommands } from './station-commands.js';
+import { askToReconnect } from './station-drain.js';
 import { createStationLogin } from './station-login.js';
 import { handleStationMessages } from './station-messages.js';
 import { ocppIdentity, stationTimings } from './station-rules.js';
@@ -58,6 +59,9 @@ export interface StationConnections extends StationLink {
   isHeld(identity: string): boolean;
   // Logins waiting for a slow password hash, and those hashing now.
   readonly loginQueue: { readonly waiting: number; readonly running: number };
+  // Asks every station connected here to reconnect (a stop after the drain); resolves once their
+  // sockets closed, or after waitMs. How many were asked.
+  moveStations(waitMs: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -136,6 +140,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     isConnected: (assetId, deadline) => commands.isConnected(assetId, deadline),
     isHeld: (identity) => registry.has(identity),
     loginQueue: gate.hashQueue,
+    moveStations: (waitMs) => askToReconnect(registry.sockets(), waitMs),
     async close() {
       if (closing) return;
       closing = true;

@@ -147,6 +147,21 @@ describe('loadConfig', () => {
     expectRejected({ LISTEN_BACKLOG: 'many' }, 'LISTEN_BACKLOG');
   });
 
+  it('SHUTDOWN_DRAIN_SECONDS: 5 unless set, 0 allowed, whole seconds, shorter than SHUTDOWN_TIMEOUT_MS (the stop it is part of)', () => {
+    expect(loadConfig({}).shutdownDrainMs).toBe(5000);
+    expect(loadConfig({ SHUTDOWN_DRAIN_SECONDS: '0' }).shutdownDrainMs).toBe(0);
+    expect(loadConfig({ SHUTDOWN_DRAIN_SECONDS: '9' }).shutdownDrainMs).toBe(9000);
+    expect(loadConfig({ SHUTDOWN_DRAIN_SECONDS: '20', SHUTDOWN_TIMEOUT_MS: '30000' })).toMatchObject({ shutdownDrainMs: 20_000, shutdownTimeoutMs: 30_000 });
+    for (const bad of ['-1', '1.5', 'five', ' 5', '5s', '1e3', '0x5']) {
+      expect(configError({ SHUTDOWN_DRAIN_SECONDS: bad }).message).toBe('invalid configuration: SHUTDOWN_DRAIN_SECONDS: must be a whole number of seconds, 0 or more');
+    }
+    // The default drain does not fit a stop bounded by 3 s: the message says what to change.
+    for (const env of [{ SHUTDOWN_DRAIN_SECONDS: '10' }, { SHUTDOWN_TIMEOUT_MS: '3000' }, { SHUTDOWN_DRAIN_SECONDS: '99999999999999999999' }] as Record<string, string>[]) {
+      expectRejected(env, 'SHUTDOWN_DRAIN_SECONDS');
+      expect(configError(env).message).toContain('must be shorter than SHUTDOWN_TIMEOUT_MS');
+    }
+  });
+
   it('OCPP_CALL_TIMEOUT_SECONDS: any whole number of seconds from 1 is valid; a timer never exceeds what setTimeout can wait', () => {
     expect(loadConfig({ OCPP_CALL_TIMEOUT_SECONDS: '1' }).ocpp.callTimeoutMs).toBe(1000);
     expect(loadConfig({ OCPP_CALL_TIMEOUT_SECONDS: '86400' }).ocpp.callTimeoutMs).toBe(86_400_000);
