@@ -7,9 +7,8 @@ const LIBUV_POOL_SIZE = 4;
 
 // How many password hashes (argon2id, ~30 ms of CPU each; ~100 ms for a scrypt hash stored
 // before it) may run at once. A hash runs on a libuv thread, off the event loop but not off the
-// machine's cores, so unbounded it took every
-// core from the rest of the API: 16 concurrent password changes cut the session list's throughput
-// by 63 %. Half the cores, so that the event loop and a PostgreSQL on the same machine keep the
+// machine's cores, so unbounded it took every core from the rest of the API: 16 concurrent
+// password changes cut the session list's throughput by 63 %. Half the cores, so that the event loop and a PostgreSQL on the same machine keep the
 // other half whatever arrives; at most one thread short of libuv's pool, so a burst never leaves
 // file system calls and DNS lookups waiting behind hashes; at least one. A 2-core machine hashes
 // one password at a time (about 13 per second); more arrive and wait their turn, in order.
