@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
-import { describeErrorShapes } from '../plugins/errors/error-shapes.js';
-import { serveErrorFamily } from '../plugins/errors/error-families.js';
-import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
+import { describeErrorShapes } from '../http/errors/error-shapes.js';
+import { serveErrorFamily } from '../http/errors/error-families.js';
+import { API_ROUTES_NEED } from '../http/plugin-order.js';
 import { ASSET_MANAGEMENT_ERRORS, ASSET_MANAGEMENT_ERROR_FAMILY, assetManagementResponses } from './asset-management-error-family.js';
 import {
   assetOutput,

@@ -2,7 +2,7 @@
 // (the highest epoch, the claim's number in the connection table). An older socket is closed when
 // a newer login of the station opens one, here or, as the takeover notices say, on another replica.
 import type { FastifyBaseLogger } from 'fastify';
-import type { StationSocket } from './ocpp-adapter.js';
+import type { StationSocket } from './ocpp/ocpp-adapter.js';
 
 export interface StationSession {
   // The claim's epoch; null when the station did not offer its version's subprotocol, so it was

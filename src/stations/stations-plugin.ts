@@ -12,7 +12,7 @@ declare module 'fastify' {
 
 // The OCPP-J endpoint on the service's own HTTP server. buildApp never listens,
 // but the http.Server exists on the instance, so its upgrades are wired here; a TLS listener
-// (lifecycle.ts) hands its upgrades to the same `app.stations.handleUpgrade`.
+// (main/listeners.ts) hands its upgrades to the same `app.stations.handleUpgrade`.
 async function stationsPlugin(app: FastifyInstance, opts: { loginLimits?: Partial<LoginLimits> | undefined }): Promise<void> {
   const { config, database } = app.services;
   const replacedLogins = new Counter({

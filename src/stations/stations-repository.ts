@@ -1,10 +1,10 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
-import type { OcppSubprotocol } from '../ocpp-vocabulary.js';
+import type { OcppSubprotocol } from '../kernel/ocpp-vocabulary.js';
 import { stationConnections, stationReplicas, stationTakeovers, type ConnectorStatusRecord } from './stations-tables.js';
 
 // The statements every connecting station runs (claim, boot, connector status, release) take many
-// stations at once (src/batching.ts gathers them): one statement of constant text with arrays for
+// stations at once (src/stations/batching.ts gathers them): one statement of constant text with arrays for
 // parameters, so a storm of 2,000 stations is a few dozen statements, not 8,000.
 
 export interface StationClaim {

@@ -1,5 +1,5 @@
 import { bigint, index, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
-import type { OcppSubprotocol } from '../ocpp-vocabulary.js';
+import type { OcppSubprotocol } from '../kernel/ocpp-vocabulary.js';
 
 // One row per running replica (its id is made at start, in memory): the lease says it is alive.
 // A replica that dies stops renewing, and every station it held reads disconnected once the lease
