@@ -40,14 +40,12 @@ export interface BuildOptions {
   stationLoginLimits?: Partial<LoginLimits>;
 }
 
-export interface AppServices {
-  database: Database;
-  config: AppConfig;
-}
-
+// What the app was built with, for the plugins that read it at start-up or per request: the
+// database it opened or was handed, and its configuration.
 declare module 'fastify' {
   interface FastifyInstance {
-    services: AppServices;
+    database: Database;
+    config: AppConfig;
   }
 }
 
@@ -117,7 +115,8 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
 
   // Before any plugin or route, so every JSON body, every family's, is parsed under the limit.
   limitJsonDepth(app);
-  app.decorate('services', { database, config });
+  app.decorate('database', database);
+  app.decorate('config', config);
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);

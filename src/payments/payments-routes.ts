@@ -40,7 +40,7 @@ const tags = [PAYMENTS_TAG.name];
 async function paymentsRoutes(app: FastifyInstance): Promise<void> {
   serveErrorFamily(app, PAYMENTS_ERROR_FAMILY);
   const routes = app.withTypeProvider<ZodTypeProvider>();
-  const { db } = app.services.database;
+  const { db } = app.database;
   const readers = requireScope('read:sessionpayment', 'write:sessionpayment');
   const writers = requireScope('write:sessionpayment');
 
@@ -149,4 +149,4 @@ async function paymentsRoutes(app: FastifyInstance): Promise<void> {
   });
 }
 
-export default fp(paymentsRoutes, { name: 'payments-routes', encapsulate: true, dependencies: API_ROUTES_NEED, decorators: { fastify: ['services'] } });
+export default fp(paymentsRoutes, { name: 'payments-routes', encapsulate: true, dependencies: API_ROUTES_NEED, decorators: { fastify: ['database'] } });

@@ -169,7 +169,7 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s station', (version) => {
     const s = await provisionStation(t, { ocppVersion: version });
     const client = await connect(version, s.id, s.password);
     await client.close({ force: true });
-    await vi.waitFor(() => expect(t.app.stations.isHeld(s.id)).toBe(false));
+    await vi.waitFor(() => expect(t.app.stations.isConnectedHere(s.id)).toBe(false));
     await vi.waitFor(async () => {
       const read = await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } });
       expect(read.json().data.station.connected).toBe(false);
@@ -179,7 +179,7 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s station', (version) => {
     expect(refused.statusCode).toBe(409);
     expect(refused.json()).toEqual(familyError('CONFLICT', 'STATION_OFFLINE'));
     expect(await canLogIn(version, s.id, s.password)).toBe(true);
-    await vi.waitFor(() => expect(t.app.stations.isHeld(s.id)).toBe(false));
+    await vi.waitFor(() => expect(t.app.stations.isConnectedHere(s.id)).toBe(false));
     await vi.waitFor(async () => expect((await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } })).json().data.station.connected).toBe(false));
 
     const forced = await change({ id: s.id, password, force: true });

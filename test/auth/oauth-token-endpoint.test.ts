@@ -39,7 +39,7 @@ describe('embedded OAuth 2.0 token endpoint', () => {
     issuer = `http://127.0.0.1:${port}`;
     t = await createProbeApp({ env: { PORT: String(port), AUTH_ISSUER: issuer } });
     await t.app.listen({ port, host: '127.0.0.1' });
-    const db = t.app.services.database.db;
+    const db = t.app.database.db;
     reader = await createClient(db, { name: 'reader', scopes: ['read:sessionpayment', 'write:sessionpayment', 'read:asset'] });
     networked = await createClient(db, { name: 'net-a operator', scopes: ['read:sessionpayment'], network: 'net_a' });
     admin = await createClient(db, { name: 'admin', scopes: ['write:chargingstationmodel', 'read:chargingstationmodel'], isAdmin: true });
@@ -260,7 +260,7 @@ describe('embedded OAuth 2.0 token endpoint', () => {
     });
 
     it('401 invalid_client once the client is revoked', async () => {
-      const db = t.app.services.database.db;
+      const db = t.app.database.db;
       const doomed = await createClient(db, { name: 'doomed', scopes: ['read:asset'] });
       const before = await tokenRequest('grant_type=client_credentials', { authorization: basic(doomed.clientId, doomed.clientSecret) });
       expect(before.statusCode).toBe(200);

@@ -287,7 +287,7 @@ describe('a 500 from a failed SQL statement', () => {
       routes: (app) => {
         app.get(FAILING, { config: { public: true } }, async () => {
           // a bug-class error (22P02: not an integer), with a secret among the parameters
-          await app.services.database.db.execute(sql`select ${SECRET}::int`);
+          await app.database.db.execute(sql`select ${SECRET}::int`);
           return {};
         });
       },

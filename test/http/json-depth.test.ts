@@ -55,7 +55,7 @@ function expectTooDeep(res: LightMyRequestResponse, body: unknown) {
 
 let client: CreatedClient;
 beforeAll(async () => {
-  client = await createClient(t.app.services.database.db, { name: 'deep', scopes: ['read:asset'] });
+  client = await createClient(t.app.database.db, { name: 'deep', scopes: ['read:asset'] });
 });
 
 describe('jsonNestingDepth', () => {

@@ -92,7 +92,7 @@ describe('/metrics', () => {
       database,
       routes: (app) => {
         app.get('/payments/v1/_bad-statement', { config: { public: true } }, async () => {
-          await app.services.database.db.execute(sql`select 'x'::int`);
+          await app.database.db.execute(sql`select 'x'::int`);
           return {};
         });
       },
@@ -184,7 +184,7 @@ onServer?.('/metrics on PostgreSQL', () => {
       routes: (app) => {
         app.get('/payments/v1/_slow', { config: { public: true } }, async (request) => {
           const seconds = Number((request.query as { s?: string }).s ?? '0.5');
-          await app.services.database.db.execute(sql`select pg_sleep(${seconds})`);
+          await app.database.db.execute(sql`select pg_sleep(${seconds})`);
           return {};
         });
       },

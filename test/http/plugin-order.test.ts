@@ -4,7 +4,6 @@
 import fastifyCompress from '@fastify/compress';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AppServices } from '../../src/main/app.js';
 import assetManagementRoutes, { ASSET_MANAGEMENT_PREFIX } from '../../src/asset-management/asset-management-routes.js';
 import authPlugin from '../../src/auth/auth-plugin.js';
 import authentication from '../../src/auth/authentication-plugin.js';
@@ -68,7 +67,8 @@ function pieces(): [name: string, register: (app: FastifyInstance) => void][] {
 // What ready() says when buildApp's plugins are registered without `left out`.
 async function startWithout(leftOut: string): Promise<unknown> {
   const app = Fastify({ logger: false });
-  app.decorate('services', { database, config } satisfies AppServices);
+  app.decorate('database', database);
+  app.decorate('config', config);
   for (const [name, register] of pieces()) if (name !== leftOut) register(app);
   try {
     await app.ready();
@@ -114,10 +114,10 @@ describe('plugin order', () => {
     await app.close().catch(() => undefined);
   });
 
-  it('refuses an API family on an instance without the services buildApp decorates it with', async () => {
+  it('refuses an API family on an instance without the database and config buildApp decorates it with', async () => {
     const app = Fastify({ logger: false });
     for (const [name, register] of pieces()) if (name !== 'payments-routes' && name !== 'stations' && name !== 'asset-management-routes') register(app);
-    // pieces() registers nothing that needs `services`; the family does.
+    // pieces() registers nothing that needs `database`; the family does.
     void app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
     await expect(app.ready()).rejects.toMatchObject({ code: 'FST_ERR_PLUGIN_NOT_PRESENT_IN_INSTANCE' });
     await app.close().catch(() => undefined);
