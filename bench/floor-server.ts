@@ -51,14 +51,16 @@ function main(): void {
       return;
     }
     if (ids.length === 0) {
-      res.writeHead(200, json).end('[]');
+      res.writeHead(200, { ...json, 'content-length': 2 }).end('[]');
       return;
     }
     pool.query<{ document: string }>({ name: 'floor_list', text: FLOOR_SQL, values: [ids, network] }).then(
       ({ rows }) => {
         let body = '[';
         for (let i = 0; i < rows.length; i++) body += i === 0 ? rows[i]!.document : `,${rows[i]!.document}`;
-        res.writeHead(200, json).end(`${body}]`);
+        body += ']';
+        // With its length, as the service sends it: writeHead alone would make the answer chunked.
+        res.writeHead(200, { ...json, 'content-length': Buffer.byteLength(body) }).end(body);
       },
       (error: unknown) => {
         console.error(error);

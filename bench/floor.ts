@@ -7,7 +7,7 @@ import pg from 'pg';
 import { FLOOR_APPLICATION_NAME } from './floor-server.js';
 import { runLoad, type LoadResult, type RequestShape } from './load.js';
 import { BENCH_DIR, ROOT_DIR } from './options.js';
-import { LOOPBACK, SERVER_NODE, cpuMs, freePort, runCommand, startChild, waitForHttp, type Child } from './processes.js';
+import { LOOPBACK, SERVER_NODE, SERVER_NODE_ARGS, cpuMs, freePort, runCommand, startChild, waitForHttp, type Child } from './processes.js';
 import { fmt, median } from './report.js';
 
 // The service's pool connections carry this application_name (src/db/postgres-database.ts); the
@@ -54,7 +54,9 @@ export async function createClientWithCli(databaseUrl: string, network: string):
 
 export async function startFloor(databaseUrl: string, poolMax: number, network: string, logDir: string): Promise<{ child: Child; port: number }> {
   const port = await freePort();
-  const child = startChild('floor', SERVER_NODE, ['--import', 'tsx', join(BENCH_DIR, 'floor-server.ts')], {
+  // The service's Node and flags (BENCH_SERVER_NODE, BENCH_SERVER_NODE_ARGS), so that a profile or a
+  // V8 flag applies to both sides of the comparison.
+  const child = startChild('floor', SERVER_NODE, [...SERVER_NODE_ARGS, '--import', 'tsx', join(BENCH_DIR, 'floor-server.ts')], {
     cwd: ROOT_DIR,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: LOOPBACK, PORT: String(port), DATABASE_URL: databaseUrl, POOL_MAX: String(poolMax), FLOOR_NETWORK: network },
     logFile: join(logDir, 'floor.log'),
@@ -63,17 +65,20 @@ export async function startFloor(databaseUrl: string, poolMax: number, network: 
   return { child, port };
 }
 
-// The floor must answer exactly what the service answers: status, content type and body bytes.
+// The floor must answer exactly what the service answers: status, the headers that frame the body
+// (type, length, encoding) and the body's bytes. The service's other headers (x-request-id, Date,
+// keep-alive) are not the floor's business.
 export async function assertSameAnswer(servicePort: number, floorPort: number, path: string, bearer: string): Promise<string> {
   const [svc, floor] = await Promise.all([
     fetch(`http://${LOOPBACK}:${servicePort}${path}`, { headers: { authorization: bearer } }),
     fetch(`http://${LOOPBACK}:${floorPort}${path}`),
   ]);
   const [a, b] = [Buffer.from(await svc.arrayBuffer()), Buffer.from(await floor.arrayBuffer())];
-  const same = svc.status === 200 && floor.status === 200 && svc.headers.get('content-type') === floor.headers.get('content-type') && a.equals(b);
+  const framing = (r: Response) => ['content-type', 'content-length', 'transfer-encoding', 'content-encoding'].map((h) => `${h}: ${r.headers.get(h)}`).join(', ');
+  const same = svc.status === 200 && floor.status === 200 && framing(svc) === framing(floor) && a.equals(b);
   if (!same) {
     throw new Error(
-      `the floor does not answer the service's bytes: service ${svc.status} ${svc.headers.get('content-type')} ${a.length} B, floor ${floor.status} ${floor.headers.get('content-type')} ${b.length} B`,
+      `the floor does not answer the service's bytes: service ${svc.status} ${framing(svc)}, ${a.length} B; floor ${floor.status} ${framing(floor)}, ${b.length} B`,
     );
   }
   return `same bytes (${a.length} B, ${(JSON.parse(a.toString()) as unknown[]).length} payments)`;
