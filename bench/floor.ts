@@ -2,6 +2,7 @@
 // list requests, a network-scoped token made with the CLI, rounds that alternate which server goes
 // first, and per round the ratio of the two throughputs and the CPU each cost per request, in its
 // own process and in the PostgreSQL backends serving it. bench/README.md describes the method.
+import http from 'node:http';
 import { join } from 'node:path';
 import pg from 'pg';
 import { FLOOR_APPLICATION_NAME } from './floor-server.js';
@@ -65,23 +66,38 @@ export async function startFloor(databaseUrl: string, poolMax: number, network: 
   return { child, port };
 }
 
+interface RawAnswer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+// The answer as sent: no Accept-Encoding (the list's load sends none), nothing decoded.
+function rawGet(port: number, path: string, headers: Record<string, string>): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: LOOPBACK, port, path, headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+      })
+      .on('error', reject);
+  });
+}
+
 // The floor must answer exactly what the service answers: status, the headers that frame the body
 // (type, length, encoding) and the body's bytes. The service's other headers (x-request-id, Date,
 // keep-alive) are not the floor's business.
 export async function assertSameAnswer(servicePort: number, floorPort: number, path: string, bearer: string): Promise<string> {
-  const [svc, floor] = await Promise.all([
-    fetch(`http://${LOOPBACK}:${servicePort}${path}`, { headers: { authorization: bearer } }),
-    fetch(`http://${LOOPBACK}:${floorPort}${path}`),
-  ]);
-  const [a, b] = [Buffer.from(await svc.arrayBuffer()), Buffer.from(await floor.arrayBuffer())];
-  const framing = (r: Response) => ['content-type', 'content-length', 'transfer-encoding', 'content-encoding'].map((h) => `${h}: ${r.headers.get(h)}`).join(', ');
-  const same = svc.status === 200 && floor.status === 200 && framing(svc) === framing(floor) && a.equals(b);
+  const [svc, floor] = await Promise.all([rawGet(servicePort, path, { authorization: bearer }), rawGet(floorPort, path, {})]);
+  const framing = (r: RawAnswer) => ['content-type', 'content-length', 'transfer-encoding', 'content-encoding'].map((h) => `${h}: ${r.headers[h]}`).join(', ');
+  const same = svc.status === 200 && floor.status === 200 && framing(svc) === framing(floor) && svc.body.equals(floor.body);
   if (!same) {
     throw new Error(
-      `the floor does not answer the service's bytes: service ${svc.status} ${framing(svc)}, ${a.length} B; floor ${floor.status} ${framing(floor)}, ${b.length} B`,
+      `the floor does not answer the service's bytes: service ${svc.status} ${framing(svc)}, ${svc.body.length} B; floor ${floor.status} ${framing(floor)}, ${floor.body.length} B`,
     );
   }
-  return `same bytes (${a.length} B, ${(JSON.parse(a.toString()) as unknown[]).length} payments)`;
+  return `same bytes (${svc.body.length} B, ${(JSON.parse(svc.body.toString()) as unknown[]).length} payments)`;
 }
 
 // CPU time so far of the bench database's backends serving one server, by pid. Read from
