@@ -10,7 +10,7 @@ import http from 'node:http';
 import { parse } from 'node:querystring';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import { exceedsIdLength, hasForbiddenCharacter, splitList } from '../src/identifiers.js';
+import { exceedsIdLength, hasForbiddenCharacter, splitList } from '../src/kernel/identifiers.js';
 import { MAX_SESSION_IDS } from '../src/payments/payments-schemas.js';
 
 // Fixed for comparison (docs/performance.md, "The floor"): a change here moves the floor.

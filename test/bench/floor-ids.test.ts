@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { floorSessionIds } from '../../bench/floor-server.js';
-import { hasForbiddenCharacter } from '../../src/identifiers.js';
+import { hasForbiddenCharacter } from '../../src/kernel/identifiers.js';
 import { listQuerySchema } from '../../src/payments/payments-schemas.js';
 
 // What the service's list sends PostgreSQL for a sessionIds value, or null for its 400.
