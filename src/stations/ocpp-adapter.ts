@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import ocppRpc from 'ocpp-rpc';
 import { OCPP_SUBPROTOCOLS, type OcppSubprotocol } from '../ocpp-vocabulary.js';
 import { boundStation, handshakeProblem, refuseHandshake, type LibraryClient } from './ocpp-bounds.js';
+import { CLOSE_TIMEOUT_MS } from './station-bounds.js';
 
 const { RPCServer, RPCClient, createRPCError } = ocppRpc;
 
@@ -124,8 +125,9 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
     // 10,000 of them that is 333 pings and pongs a second less for the service and the stations.
     deferPingsOnActivity: true,
     respondWithDetailedErrors: false,
-    // Per-message compression costs memory per socket and is declined.
-    wssOptions: { perMessageDeflate: false, maxPayload: MAX_MESSAGE_BYTES },
+    // Per-message compression costs memory per socket and is declined. The closing handshake's
+    // timeout (station-bounds.ts) is an option newer than ws's typings.
+    wssOptions: { perMessageDeflate: false, maxPayload: MAX_MESSAGE_BYTES, ...({ closeTimeout: CLOSE_TIMEOUT_MS } as object) },
   });
   server.on('error', (error: unknown) => options.onError(error));
 

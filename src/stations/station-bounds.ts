@@ -16,6 +16,11 @@ export const MAX_CALLS_IN_PROGRESS = 4;
 // read its answers gets near it.
 export const MAX_SEND_BUFFER_BYTES = 1024 * 1024;
 
+// How long the service waits for a station's answer to its closing handshake before it ends the
+// socket (the library's default is 30 s). A station closed for a bound is not read any more, so its
+// answer is never seen: its socket, with what the kernel buffered for it, is held this long.
+export const CLOSE_TIMEOUT_MS = 5000;
+
 // Nesting of a frame, its outer array included. The deepest message the OCPP schemas describe
 // nests 14 levels (2.0.1 ReportChargingProfiles: 13 in its payload), 1.6 far less; 2.0.1 lets
 // vendor data (customData) nest further, so the bound leaves room. Schema validation and the
