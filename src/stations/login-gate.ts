@@ -27,9 +27,13 @@ export interface LoginGate {
   deferred(why: Exclude<CheckDeferred, 'abandoned'>, address: string): LoginRefusal;
 }
 
-export function createLoginGate(limits: Partial<LoginLimits> = {}, events: { onThrottled?: (() => void) | undefined; onHashTimeout?: (() => void) | undefined } = {}): LoginGate {
+export function createLoginGate(
+  limits: Partial<LoginLimits> = {},
+  events: { onThrottled?: (() => void) | undefined; onHashTimeout?: (() => void) | undefined } = {},
+  now: () => number = Date.now,
+): LoginGate {
   const all: LoginLimits = { ...LOGIN_LIMITS, ...limits };
-  const throttle = createLoginThrottle(all);
+  const throttle = createLoginThrottle(all, now);
   // A 503 from the queue says: try again once a wait bound has passed.
   const retryAfterSeconds = Math.max(1, Math.ceil(all.hashWaitMs / 1000));
   return {

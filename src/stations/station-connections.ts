@@ -46,6 +46,8 @@ export interface StationConnectionsOptions {
   onLoginHashTimeout?: () => void;
   // The login throttle's and queue's numbers (login-gate.ts); tests change them.
   loginLimits?: Partial<LoginLimits> | undefined;
+  // The clock the throttle refills by (milliseconds); tests hold it still.
+  loginClock?: (() => number) | undefined;
 }
 
 export class StationNotConnectedError extends Error {}
@@ -76,7 +78,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
   const statements = createStationStatements(db, options.databasePoolMax, (ids, run) => healing.claim(ids, run));
   const healing = createConnectionHealing({ db, log, replicaId, release: statements.release, schedule: statements.inTurn });
   const registry = createSocketRegistry(log, stationTimings(options.leaseSeconds).seenWriteMs);
-  const gate = createLoginGate(options.loginLimits, { onThrottled: options.onLoginThrottled, onHashTimeout: options.onLoginHashTimeout });
+  const gate = createLoginGate(options.loginLimits, { onThrottled: options.onLoginThrottled, onHashTimeout: options.onLoginHashTimeout }, options.loginClock);
   const commands = createStationCommands({ db, log, replicaId, keys, registry, connectionString: options.connectionString });
   const lease = createReplicaLease({ db, log, replicaId, leaseSeconds: options.leaseSeconds, publicKey: keys.publicKey, registry, statements, healing, closing: isClosing });
   const messages = { log, statements, heartbeatIntervalSeconds: options.heartbeatIntervalSeconds };
