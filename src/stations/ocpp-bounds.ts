@@ -118,7 +118,8 @@ export function boundStation(client: LibraryClient, report: BoundReports): void 
   };
 }
 
-// The status line and nothing else, as the library refuses an upgrade.
-export function refuseHandshake(socket: Duplex, status: number): void {
-  wsUtil.abortHandshake(socket as Socket, status);
+// The status line (and Retry-After, when given), as the library refuses an upgrade; the socket is
+// destroyed, so nothing more of the request is read.
+export function refuseHandshake(socket: Duplex, status: number, retryAfterSeconds?: number): void {
+  wsUtil.abortHandshake(socket as Socket, status, undefined, retryAfterSeconds === undefined ? undefined : { 'Retry-After': String(retryAfterSeconds) });
 }

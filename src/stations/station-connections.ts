@@ -13,6 +13,7 @@ import { newId } from '../ids.js';
 import type { SecurityProfile } from '../ocpp-vocabulary.js';
 import { createConnectionHealing } from './connection-healing.js';
 import { createLoginGate, type LoginLimits } from './login-gate.js';
+import { loginAddress } from './login-throttle.js';
 import { createOcppEndpoint } from './ocpp-adapter.js';
 import { codecOf } from './ocpp-codec.js';
 import { createReplicaLease } from './replica-lease.js';
@@ -85,6 +86,13 @@ export function createStationConnections(options: StationConnectionsOptions): St
 
   const endpoint = createOcppEndpoint<StationSession>({
     pingIntervalMs: options.pingIntervalSeconds * 1000,
+    // Before the library reads the handshake, the database or any hash: an address with too many
+    // refused logins waits.
+    admit(identity, request) {
+      const throttled = gate.admit(loginAddress(request, options.trustProxy));
+      if (throttled) log.info({ station: identity, status: throttled.status, reason: throttled.reason }, 'station login refused');
+      return throttled;
+    },
     authenticate: createStationLogin({
       db,
       log,

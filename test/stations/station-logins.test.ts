@@ -217,6 +217,20 @@ describe('the throttle of refused logins per address', () => {
     expect((await upgrade(held, address, s.id, WRONG)).status).toBe(401);
   });
 
+  it('a throttled address gets its 429 before its upgrade request is read any further: a malformed Sec-WebSocket-Protocol or key is not even looked at', async () => {
+    const address = '127.0.0.10';
+    for (let i = 0; i < 20; i++) expect((await upgrade(held, address, 'CP-unknown-to-throttle', WRONG)).status).toBe(404);
+    const malformed: Array<Record<string, string>> = [{ 'sec-websocket-protocol': 'ocpp2.0.1,,;' }, { 'sec-websocket-key': 'not-a-key' }];
+    for (const headers of malformed) {
+      const answer = await upgrade(held, address, 'CP-unknown-to-throttle', WRONG, headers);
+      expect(answer).toEqual({ status: 429, retryAfter: '3' });
+      // Another address gets the 400 the header deserves.
+      expect((await upgrade(held, '127.0.0.11', 'CP-unknown-to-throttle', WRONG, headers)).status).toBe(400);
+    }
+    const refusals = held.logLines().filter((l) => l.includes('CP-unknown-to-throttle') && l.includes('"status":429'));
+    expect(refusals).toHaveLength(2);
+  });
+
   it('500 one-shot wrong logins for one asset from one address are all answered within the wait bound, none left open, at most 21 slow hashes', async () => {
     const s = await provisionStation(t, { password: suppliedPassword() });
     const before = await serverConnections(t);
