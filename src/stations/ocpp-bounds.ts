@@ -5,13 +5,13 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import ocppRpc from 'ocpp-rpc';
 import wsUtil from 'ocpp-rpc/lib/ws-util.js';
+import { nestsDeeperThan } from '../json-depth.js';
 import {
   MAX_CALLS_IN_PROGRESS,
   MAX_FRAME_DEPTH,
   MAX_SEND_BUFFER_BYTES,
   MAX_SUBPROTOCOL_HEADER_LENGTH,
   deepFrameVerdict,
-  nestsDeeperThan,
 } from './station-bounds.js';
 
 const { RPCClient } = ocppRpc;

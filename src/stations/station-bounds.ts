@@ -1,7 +1,6 @@
 // What one station may cost the service, whatever it sends: the numbers, and the pure rules that
 // read a frame before the OCPP-J library does. docs/stations.md tells operators what a station
 // sees at each bound.
-import { jsonNestingDepth } from '../json-depth.js';
 import { codecOf } from './ocpp-codec.js';
 
 // Calls of a station's own that the service has received and not answered yet. OCPP-J lets a
@@ -33,12 +32,6 @@ export const MAX_SUBPROTOCOL_HEADER_LENGTH = 256;
 // Connectors whose latest status is stored per station. A station has a handful of EVSEs with
 // one to three connectors each; beyond the bound a new connector's status is not stored.
 export const MAX_CONNECTOR_STATUSES = 64;
-
-// Whether a frame's arrays and objects nest deeper than `limit`, read from its bytes in one pass
-// without parsing it (the same count as a JSON body's).
-export function nestsDeeperThan(frame: Uint8Array, limit: number): boolean {
-  return jsonNestingDepth(frame, limit) > limit;
-}
 
 // OCPP message ids are at most 36 characters; a little more is read, so a longer one is still
 // answered by its id.

@@ -9,6 +9,7 @@ import { eq } from 'drizzle-orm';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
+import { nestsDeeperThan } from '../../src/json-depth.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import {
   MAX_CALLS_IN_PROGRESS,
@@ -16,7 +17,6 @@ import {
   MAX_FRAME_DEPTH,
   MAX_SUBPROTOCOL_HEADER_LENGTH,
   frameHead,
-  nestsDeeperThan,
 } from '../../src/stations/station-bounds.js';
 import { ASSET_WRITER } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, stationClient, useStationApp, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
