@@ -4,6 +4,15 @@
 // without it; both windows measure the same things: the service's RSS, the 100-ID payment list's
 // and /healthz's p99, and how long another station takes to log in from another address.
 // Figures, never pass/fail tests: the targets are printed next to them.
+//
+// The attackers model remote ones: a remote attacker's CPU is not the service's. On one machine
+// they would take the service's cores (its slow /healthz and logins during a login crowd were the
+// attackers' own process at work), so they run with SCHED_IDLE (`chrt --idle 0`): they get only
+// the CPU nothing else wants, the service and the measuring clients always go first. They honour
+// nothing else (no Retry-After, no backoff). So an attack is as strong as the spare CPU of the
+// machine; the attacker's counts (calls sent, attempts) are printed with each figure.
+import { spawnSync } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RPCClient } from 'ocpp-rpc';
@@ -113,8 +122,11 @@ async function settle(pid: number, limitSeconds: number): Promise<{ seconds: num
   return { seconds: limitSeconds, settled: false };
 }
 
+// SCHED_IDLE where util-linux's chrt is installed; otherwise the attackers compete with the service.
+const IDLE_PREFIX = spawnSync('chrt', ['--idle', '0', 'true']).status === 0 ? 'chrt --idle 0 ' : '';
+
 function startAttacker(ctx: AbuseContext, name: string, env: Record<string, string>) {
-  const child = startChild(`abuse-${name}`, 'sh', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec node --import tsx bench/station-abuse.ts'], {
+  const child = startChild(`abuse-${name}`, 'sh', ['-c', `ulimit -n "$(ulimit -Hn)" && exec ${IDLE_PREFIX}node --import tsx bench/station-abuse.ts`], {
     cwd: ROOT_DIR,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: String(ctx.port), DURATION_SECONDS: String(ctx.windowSeconds + 1), ...env },
     logFile: join(ctx.dir, `abuse-${name}.log`),
@@ -235,25 +247,31 @@ export async function runAbuseGroup(ctx: AbuseContext): Promise<Record<string, u
     },
   ];
   const figures: Record<string, unknown> = {};
-  ctx.log(`\nabuse: for each attack a fresh service process, ${ctx.windowSeconds} s without the attack, then ${ctx.windowSeconds} s with it; list (100 IDs) at ${LIST_CONNECTIONS} connections, /healthz at ${HEALTHZ_RATE}/s, a login of two other stations from ${PROBE_ADDRESS} every second`);
+  ctx.log(`\nabuse: for each attack a fresh service process, ${ctx.windowSeconds} s without the attack, then ${ctx.windowSeconds} s with it; list (100 IDs) at ${LIST_CONNECTIONS} connections, /healthz at ${HEALTHZ_RATE}/s, a login of two other stations from ${PROBE_ADDRESS} every second; attackers ${IDLE_PREFIX ? 'with SCHED_IDLE (chrt --idle 0)' : 'at normal priority (no chrt on this machine)'}`);
   for (const attack of attacks) {
     const pid = await ctx.restartService();
     const without = await measureWindow(ctx, pid);
+    // The machine's load as the attack starts (other work on it slows every figure).
+    const load = loadavg()[0]!;
     const during = await measureWindow(ctx, pid, attack);
     // How long what the attack left queued in the service runs on after it.
     const busy = await settle(pid, SETTLE_LIMIT_SECONDS);
     const rssAfterMiB = rssMiB(pid) ?? NaN;
-    const growth = during.rssPeakMiB - during.rssBeforeMiB;
+    // The attack's own growth: the peak over the figure before it, less what the same load grew the
+    // heap by in the window without it (the list's and the logins' garbage, collected or not).
+    const loadGrowth = without.rssPeakMiB - without.rssBeforeMiB;
+    const rawGrowth = during.rssPeakMiB - during.rssBeforeMiB;
+    const growth = rawGrowth - loadGrowth;
     const listRatio = during.list.p99 / without.list.p99;
     const healthzRatio = during.healthz.p99 / without.healthz.p99;
-    ctx.log(`  ${attack.name}: ${attack.title}`);
+    ctx.log(`  ${attack.name}: ${attack.title} (load average ${load.toFixed(1)} as it started)`);
     ctx.log(`    attacker: ${JSON.stringify(during.attacker ?? {})}`);
-    ctx.log(`    RSS ${during.rssBeforeMiB.toFixed(0)} -> peak ${during.rssPeakMiB.toFixed(0)} MiB: +${growth.toFixed(0)} MiB${attack.rssTarget ? ` (target <= +${attack.rssTarget} MB)` : ''}; ${rssAfterMiB.toFixed(0)} MiB once settled; service ${during.serviceCores.toFixed(2)} cores (${without.serviceCores.toFixed(2)} without), busy ${busy.settled ? '' : 'still after '}${busy.seconds.toFixed(0)} s after the attack`);
+    ctx.log(`    RSS ${during.rssBeforeMiB.toFixed(0)} -> peak ${during.rssPeakMiB.toFixed(0)} MiB: +${rawGrowth.toFixed(0)} MiB, the same load without the attack +${loadGrowth.toFixed(0)} MiB (${without.rssBeforeMiB.toFixed(0)} -> ${without.rssPeakMiB.toFixed(0)}): the attack's +${growth.toFixed(0)} MiB${attack.rssTarget ? ` (target <= +${attack.rssTarget} MB)` : ''}; ${rssAfterMiB.toFixed(0)} MiB once settled; service ${during.serviceCores.toFixed(2)} cores (${without.serviceCores.toFixed(2)} without), busy ${busy.settled ? '' : 'still after '}${busy.seconds.toFixed(0)} s after the attack`);
     ctx.log(`    list p99 ${ms(during.list.p99)} vs ${ms(without.list.p99)} without: ${listRatio.toFixed(2)}x (${during.list.rps.toFixed(0)} vs ${without.list.rps.toFixed(0)} rps, non-2xx ${during.list.non2xx}, errors ${during.list.socketErrors})`);
     ctx.log(`    /healthz p99 ${ms(during.healthz.p99)} vs ${ms(without.healthz.p99)} without: ${healthzRatio.toFixed(2)}x (target <= 2x; non-2xx ${during.healthz.non2xx}, errors ${during.healthz.socketErrors})`);
     ctx.log(`    another station's login from ${PROBE_ADDRESS}, HMAC: ${loginText(during.logins.hmac)}; without: ${loginText(without.logins.hmac)}`);
     ctx.log(`    another station's login from ${PROBE_ADDRESS}, argon2id: ${loginText(during.logins.argon2id)}; without: ${loginText(without.logins.argon2id)}${attack.loginTargetMs ? ` (target: every login within ${attack.loginTargetMs} ms; slowest: ${slowest(during.logins.hmac, during.logins.argon2id)})` : ''}`);
-    figures[attack.name] = { without, during, rssGrowthMiB: growth, rssAfterMiB, busyAfter: busy, listP99Ratio: listRatio, healthzP99Ratio: healthzRatio };
+    figures[attack.name] = { without, during, rssGrowthMiB: growth, rssPeakGrowthMiB: rawGrowth, rssLoadGrowthMiB: loadGrowth, loadAverage: load, attackersIdle: IDLE_PREFIX !== '', rssAfterMiB, busyAfter: busy, listP99Ratio: listRatio, healthzP99Ratio: healthzRatio };
   }
   return figures;
 }
