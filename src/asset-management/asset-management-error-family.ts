@@ -1,10 +1,10 @@
 // The asset-management family's errors: their shapes by status (the one statement of them), the
 // renderer that writes them, and the response schemas the API reference takes from them.
 import { z } from 'zod';
-import { IDEMPOTENCY_KEY_IN_USE } from '../idempotency/idempotency-rules.js';
-import { familyRenderer } from '../plugins/errors/error-rendering.js';
-import { documentedErrors, fixedMembers, messageBody, type ErrorTable } from '../plugins/errors/error-shapes.js';
-import type { ErrorFamily } from '../plugins/errors/error-families.js';
+import { IDEMPOTENCY_KEY_IN_USE } from '../http/idempotency/idempotency-rules.js';
+import { familyRenderer } from '../http/errors/error-rendering.js';
+import { documentedErrors, fixedMembers, messageBody, type ErrorTable } from '../http/errors/error-shapes.js';
+import type { ErrorFamily } from '../http/errors/error-families.js';
 
 // Every status but those answered `{ message }`: the status's type, and a code saying more.
 const typedError = z.object({ type: z.string(), code: z.string(), message: z.string() });
