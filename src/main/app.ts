@@ -34,7 +34,8 @@ export interface BuildOptions {
   logStream?: Writable;
   // Cheaper password hashes for tests; production keeps DEFAULT_ARGON2_PARAMS.
   passwordHashParams?: Argon2Params;
-  // The clock idempotency keys are claimed and expire by; tests move it past a key's lifetime.
+  // The clock idempotency keys are claimed and expire by, and the station login throttle refills
+  // by; tests move it past a key's lifetime, or hold it still while they count refusals.
   clock?: () => Date;
   // Other numbers for the station login throttle and queue; production keeps LOGIN_LIMITS.
   stationLoginLimits?: Partial<LoginLimits>;
@@ -148,7 +149,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     tags: [PAYMENTS_TAG, ASSET_MANAGEMENT_TAG, OAUTH_TAG],
   });
   if (app.auth.tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: app.auth.tokens });
-  await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
+  await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits, clock: options.clock });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations });
