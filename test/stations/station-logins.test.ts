@@ -231,6 +231,21 @@ describe('the throttle of refused logins per address', () => {
     expect(refusals).toHaveLength(2);
   });
 
+  it('a clock set back (an NTP step, an operator fixing the time) does not hold a throttled address back any longer: its allowance refills from the new time on', async () => {
+    const address = '127.0.0.12';
+    for (let i = 0; i < 20; i++) expect((await upgrade(held, address, 'CP-unknown-clock-step', WRONG)).status).toBe(404);
+    expect(await upgrade(held, address, 'CP-unknown-clock-step', WRONG)).toEqual({ status: 429, retryAfter: '3' });
+    const setBack = 3_600_000;
+    throttleClock.now -= setBack;
+    try {
+      expect((await upgrade(held, address, 'CP-unknown-clock-step', WRONG)).retryAfter).toBe('3');
+      throttleClock.now += 3000;
+      expect((await upgrade(held, address, 'CP-unknown-clock-step', WRONG)).status).toBe(404);
+    } finally {
+      throttleClock.now += setBack - 3000;
+    }
+  });
+
   it('500 one-shot wrong logins for one asset from one address are all answered within the wait bound, none left open, at most 21 slow hashes', async () => {
     const s = await provisionStation(t, { password: suppliedPassword() });
     const before = await serverConnections(t);
