@@ -2,7 +2,7 @@ import ipaddr from 'ipaddr.js';
 
 // Which webhook targets the service may connect to (docs/events.md, "Targets"): the URL's form and
 // each address its host resolves to. Pure: no resolution, no connection. The resolution and the
-// connection that apply these rules are in target-resolution.ts and guarded-connector.ts.
+// connections that apply these rules are in target-rules.ts and guarded-connector.ts.
 
 // The longest URL a subscription may name.
 export const MAX_TARGET_URL_LENGTH = 2048;
