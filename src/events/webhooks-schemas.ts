@@ -78,7 +78,7 @@ const subscriptionFields = {
   createdAt: dateTime,
   updatedAt: dateTime,
 };
-const EXAMPLE_OUTPUT = { id: SUBSCRIPTION_ID, ...SUBSCRIPTION_EXAMPLE, network: 'net_1', status: 'ENABLED', ...WRITTEN_AT };
+const EXAMPLE_OUTPUT = { id: SUBSCRIPTION_ID, ...SUBSCRIPTION_EXAMPLE, network: null, status: 'ENABLED', ...WRITTEN_AT };
 
 export const subscriptionOutput = z.object(subscriptionFields).meta({ id: 'WebhookSubscription', examples: [EXAMPLE_OUTPUT] });
 

@@ -19,7 +19,7 @@ function rank({ method, path }: DocumentedOperation): number {
 }
 
 // The members an answer has that no example can know: ids and times the server gives.
-const GENERATED = new Set(['id', 'createdAt', 'updatedAt', 'passwordChangedAt']);
+const GENERATED = new Set(['id', 'createdAt', 'updatedAt', 'passwordChangedAt', 'secret']);
 
 function withoutGenerated(value: unknown, keepId: boolean): unknown {
   if (Array.isArray(value)) return value.map((v) => withoutGenerated(v, keepId));
