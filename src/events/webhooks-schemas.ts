@@ -43,7 +43,7 @@ export const updateSubscriptionBody = z
   })
   .strict()
   .refine((body) => Object.keys(body).length > 0, 'must change at least one of url, events, description, status')
-  .meta({ examples: [{ status: 'DISABLED' }] });
+  .meta({ examples: [{ events: ['payment.recorded', 'payment.collected'], status: 'ENABLED' }] });
 
 export type CreateSubscriptionInput = z.output<typeof createSubscriptionBody>;
 export type UpdateSubscriptionInput = z.output<typeof updateSubscriptionBody>;
