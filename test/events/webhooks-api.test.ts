@@ -15,8 +15,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-// A subscription's host name is resolved when it is made: `localhost` resolves on any machine (and,
-// private targets being allowed here, is taken); nothing in this file is delivered to it.
 const auth = (scopes: string[], network: string | null = null) => ({ authorization: t.bearer({ scopes, network }) });
 
 async function create(network: string | null, body: Record<string, unknown> = {}) {
@@ -24,7 +22,7 @@ async function create(network: string | null, body: Record<string, unknown> = {}
     method: 'POST',
     url: BASE,
     headers: auth([WRITE], network),
-    payload: { url: 'https://localhost/a', events: ['payment.recorded'], ...body },
+    payload: { url: 'https://hooks.example.com/a', events: ['payment.recorded'], ...body },
   });
   expect(res.statusCode, res.body).toBe(201);
   return res.json().data as { id: string; secret: string; network: string | null; [key: string]: unknown };
@@ -37,13 +35,13 @@ describe('webhook subscriptions', () => {
       method: 'POST',
       url: BASE,
       headers: auth([WRITE], network),
-      payload: { url: 'https://localhost/a', events: ['payment.recorded', 'station.connected'], description: ' Finance ' },
+      payload: { url: 'https://hooks.example.com/a', events: ['payment.recorded', 'station.connected'], description: ' Finance ' },
     });
     expect(res.statusCode, res.body).toBe(201);
     const created = res.json().data;
     expect(created).toEqual({
       id: expect.stringMatching(/^whk_[0-9A-Z]{26}$/),
-      url: 'https://localhost/a',
+      url: 'https://hooks.example.com/a',
       events: ['payment.recorded', 'station.connected'],
       network,
       status: 'ENABLED',
@@ -69,11 +67,11 @@ describe('webhook subscriptions', () => {
 
   it('refuses unknown event types, webhook.test, an empty list, repeats and unknown fields with 400', async () => {
     for (const payload of [
-      { url: 'https://localhost/a', events: ['payment.refunded'] },
-      { url: 'https://localhost/a', events: ['webhook.test'] },
-      { url: 'https://localhost/a', events: [] },
-      { url: 'https://localhost/a', events: ['payment.recorded', 'payment.recorded'] },
-      { url: 'https://localhost/a', events: ['payment.recorded'], secret: 'whsec_mine' },
+      { url: 'https://hooks.example.com/a', events: ['payment.refunded'] },
+      { url: 'https://hooks.example.com/a', events: ['webhook.test'] },
+      { url: 'https://hooks.example.com/a', events: [] },
+      { url: 'https://hooks.example.com/a', events: ['payment.recorded', 'payment.recorded'] },
+      { url: 'https://hooks.example.com/a', events: ['payment.recorded'], secret: 'whsec_mine' },
       { url: 'not a url', events: ['payment.recorded'] },
       { url: 'ftp://hooks.example.com/a', events: ['payment.recorded'] },
       { events: ['payment.recorded'] },
@@ -147,10 +145,10 @@ describe('webhook subscriptions', () => {
       method: 'PATCH',
       url: `${BASE}/${s.id}`,
       headers: auth([WRITE], network),
-      payload: { url: 'https://localhost/b', events: ['asset.password.ignored'], description: null, status: 'DISABLED' },
+      payload: { url: 'https://hooks.example.com/b', events: ['asset.password.ignored'], description: null, status: 'DISABLED' },
     });
     expect(res.statusCode, res.body).toBe(200);
-    expect(res.json().data).toMatchObject({ url: 'https://localhost/b', events: ['asset.password.ignored'], description: null, status: 'DISABLED' });
+    expect(res.json().data).toMatchObject({ url: 'https://hooks.example.com/b', events: ['asset.password.ignored'], description: null, status: 'DISABLED' });
     expect(res.json().data).not.toHaveProperty('secret');
     const empty = await t.app.inject({ method: 'PATCH', url: `${BASE}/${s.id}`, headers: auth([WRITE], network), payload: {} });
     expect(empty.statusCode).toBe(400);
