@@ -1,10 +1,10 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
-import type { OcppSubprotocol } from '../ocpp-vocabulary.js';
+import type { OcppSubprotocol } from '../kernel/ocpp-vocabulary.js';
 import { stationConnections, stationReplicas, stationTakeovers, type ConnectorStatusRecord } from './stations-tables.js';
 
 // The statements every connecting station runs (claim, boot, connector status, release) take many
-// stations at once (src/batching.ts gathers them): one statement of constant text with arrays for
+// stations at once (src/stations/batching.ts gathers them): one statement of constant text with arrays for
 // parameters, so a storm of 2,000 stations is a few dozen statements, not 8,000.
 
 export interface StationClaim {
@@ -92,7 +92,7 @@ function stationRows<T extends { assetId: string; epoch: number }>(items: T[], c
 
 // What an update of the stations' connection rows (alias c) reads: each row only while its epoch
 // is the one named, so a newer connection's row is left alone.
-function ofHeldRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]>): SQL {
+function ofCurrentEpochRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]>): SQL {
   return sql`from ${stationRows(items, columns)} where c.asset_id = r.asset_id and c.epoch = r.epoch`;
 }
 
@@ -106,7 +106,7 @@ export async function releaseStations(db: Executor, releases: StationRelease[]):
   await db.execute(sql`
     update station_connections c
        set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
-    ${ofHeldRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })}`);
+    ${ofCurrentEpochRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })}`);
 }
 
 // The rows naming this replica connected that no claim of it stands behind any more: a release
@@ -153,7 +153,7 @@ export async function recordBoots(db: Executor, boots: StationBoot[]): Promise<v
     update station_connections c
        set vendor = r.vendor, model = r.model, serial_number = r.serial_number, firmware_version = r.firmware_version,
            booted_at = now(), last_seen_at = now()
-    ${ofHeldRows(boots, {
+    ${ofCurrentEpochRows(boots, {
       vendor: ['text', (b) => b.vendor],
       model: ['text', (b) => b.model],
       serial_number: ['text', (b) => b.serialNumber],
@@ -185,7 +185,7 @@ export async function recordConnectorStatuses(db: Executor, updates: StationConn
              when c.connector_statuses ? r.key or (select count(*) from jsonb_object_keys(c.connector_statuses)) < ${maxKeys}
              then c.connector_statuses || jsonb_build_object(r.key, r.status)
              else c.connector_statuses end
-    ${ofHeldRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}
+    ${ofCurrentEpochRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}
     returning r.asset_id, c.connector_statuses ? r.key as stored`,
   );
   const byId = new Map(rows.map((r) => [r.asset_id, r.stored]));
@@ -219,7 +219,7 @@ export async function touchStations(db: Executor, seen: Array<{ assetId: string;
   await db.execute(sql`
     update station_connections c
        set last_seen_at = greatest(c.last_seen_at, r.seen)
-    ${ofHeldRows(seen, { seen: ['timestamptz', (s) => s.lastSeenAt.toISOString()] })}`);
+    ${ofCurrentEpochRows(seen, { seen: ['timestamptz', (s) => s.lastSeenAt.toISOString()] })}`);
 }
 
 export interface StationRow {
