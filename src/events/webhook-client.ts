@@ -4,7 +4,7 @@ import { guardedConnector, TargetRefusedError } from './guarded-connector.js';
 import { checkTargetUrlForm } from './target-addresses.js';
 import type { ResolveHost } from './target-rules.js';
 
-// The HTTP client that delivers webhooks (docs/events.md, "Targets" and "Delivery"): one POST an
+// The HTTP client that delivers webhooks (docs/events.md, "Targets" and "Delivery and retries"): one POST an
 // attempt, to a target the rules allow (checked as each connection is made, guarded-connector.ts),
 // redirects never followed (a 3xx fails the attempt), the answer read up to a cap and dropped, the
 // whole attempt (connection, headers, body) cut at a time limit. `ok` only for a 2xx. It never
