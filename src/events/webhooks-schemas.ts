@@ -1,20 +1,25 @@
 import { z } from 'zod';
 import { nameSchema } from '../kernel/identifier-schemas.js';
+import { MAX_ID_LENGTH, describeProblem, hasForbiddenCharacter } from '../kernel/identifiers.js';
 import { envelope, page, pageLimit } from '../kernel/paging-schemas.js';
 import { SUBSCRIBABLE_EVENT_TYPES, subscribableEventTypeSchema } from './event-types.js';
 import { DELIVERY_STATES, SUBSCRIPTION_STATUSES } from './events-tables.js';
+import { MAX_TARGET_URL_LENGTH } from './target-addresses.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
 // Every object is strict: a misspelt optional field must be a 400, never silently ignored.
 
-export const URL_MAX = 2000;
 export const DESCRIPTION_MAX = 500;
 export const DELIVERIES_SHOWN = 100;
 
 // Which targets may be reached is decided by target-rules.ts (after the syntax, at creation and at
-// every delivery); here only the syntax.
+// every delivery); here only the syntax. A control character (a NUL, which PostgreSQL text cannot
+// hold) is a 400, never a failed insert.
+const noForbiddenCharacter = [(value: string) => !hasForbiddenCharacter(value), describeProblem('forbidden_character', 0)] as const;
+
 const targetUrl = z
   .string()
-  .max(URL_MAX)
+  .max(MAX_TARGET_URL_LENGTH)
+  .refine(...noForbiddenCharacter)
   .refine((value) => /^https?:\/\/[^\s]+$/i.test(value) && URL.canParse(value), 'must be an absolute http(s) URL')
   .describe('https; http only where private targets are allowed (WEBHOOKS_ALLOW_PRIVATE_TARGETS)');
 
@@ -48,13 +53,16 @@ export const updateSubscriptionBody = z
 export type CreateSubscriptionInput = z.output<typeof createSubscriptionBody>;
 export type UpdateSubscriptionInput = z.output<typeof updateSubscriptionBody>;
 
-// Any id of the right length is looked up: one of another syntax simply does not exist (404).
-export const subscriptionParams = z.object({ id: z.string().min(1).max(128) }).strict();
+// Any id of the right length is looked up: one of another syntax simply does not exist (404). One
+// with a control character is a 400 (a NUL cannot even be compared with a stored id).
+const lookedUpId = z.string().min(1).max(MAX_ID_LENGTH).refine(...noForbiddenCharacter);
+
+export const subscriptionParams = z.object({ id: lookedUpId }).strict();
 
 export const listSubscriptionsQuery = z
   .object({
     limit: pageLimit,
-    startingAfter: z.string().min(1).max(128).optional().describe('the last id of the previous page'),
+    startingAfter: lookedUpId.optional().describe('the last id of the previous page'),
   })
   .strict();
 

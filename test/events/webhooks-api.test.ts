@@ -177,6 +177,35 @@ describe('webhook subscriptions', () => {
     expect(again.statusCode).toBe(404);
   });
 
+  it('refuses a NUL or other control character in a url, an id or a page cursor with 400, never a 500', async () => {
+    const made = await create(null);
+    for (const url of ['https://hooks.example.com/a\u0000b', 'https://hooks.example.com/a\u007fb']) {
+      for (const [method, path] of [['POST', BASE], ['PATCH', `${BASE}/${made.id}`]] as const) {
+        const res = await t.app.inject({ method, url: path, headers: auth([WRITE]), payload: { url, events: ['payment.recorded'] } });
+        expect(res.statusCode, `${method} ${JSON.stringify(url)}`).toBe(400);
+        expect(res.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
+      }
+    }
+    for (const path of [`${BASE}/whk_%00`, `${BASE}/whk_%00/deliveries`, `${BASE}?startingAfter=whk_%00`]) {
+      const res = await t.app.inject({ url: path, headers: auth([READ]) });
+      expect(res.statusCode, path).toBe(400);
+      expect(res.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
+    }
+    for (const suffix of ['/test', '/rotate-secret']) {
+      const res = await t.app.inject({ method: 'POST', url: `${BASE}/whk_%00${suffix}`, headers: auth([WRITE]) });
+      expect(res.statusCode, suffix).toBe(400);
+    }
+  });
+
+  it('takes a url of up to 2,048 characters, as docs/events.md says, and refuses a longer one with 400', async () => {
+    const url = (length: number) => `https://hooks.example.com/${'a'.repeat(length - 'https://hooks.example.com/'.length)}`;
+    const longest = await t.app.inject({ method: 'POST', url: BASE, headers: auth([WRITE]), payload: { url: url(2048), events: ['payment.recorded'] } });
+    expect(longest.statusCode, longest.body).toBe(201);
+    const tooLong = await t.app.inject({ method: 'POST', url: BASE, headers: auth([WRITE]), payload: { url: url(2049), events: ['payment.recorded'] } });
+    expect(tooLong.statusCode).toBe(400);
+    expect(tooLong.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
+  });
+
   it('answers an unserved method with 405 in the family’s shape', async () => {
     const res = await t.app.inject({ method: 'PUT', url: BASE, headers: auth([WRITE]) });
     expect(res.statusCode).toBe(405);
