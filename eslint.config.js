@@ -41,12 +41,15 @@ const SHARED_MAY_IMPORT = {
 
 // The areas: each may import the shared parts, and only the areas it names in `reaches`, through
 // that area's public entries. Asset management owns the station credential and says what it needs
-// of the stations as a port (asset-management/station-link.ts): it reaches no area; the stations
-// implement the port and use asset management through station-credentials-service.ts only.
+// of the stations as a port (asset-management/station-link.ts): of the areas it reaches only the
+// events; the stations implement the port and use asset management through
+// station-credentials-service.ts only. The events area reaches none: the others append their
+// events through events-service.ts, in their own transactions.
 const AREAS = {
-  payments: { folder: 'src/payments', entries: ['payments-service.ts'], reaches: [] },
-  'asset-management': { folder: 'src/asset-management', entries: ['station-credentials-service.ts'], reaches: [] },
-  stations: { folder: 'src/stations', entries: ['stations-service.ts'], reaches: ['asset-management'] },
+  events: { folder: 'src/events', entries: ['events-service.ts'], reaches: [] },
+  payments: { folder: 'src/payments', entries: ['payments-service.ts'], reaches: ['events'] },
+  'asset-management': { folder: 'src/asset-management', entries: ['station-credentials-service.ts'], reaches: ['events'] },
+  stations: { folder: 'src/stations', entries: ['stations-service.ts'], reaches: ['asset-management', 'events'] },
 };
 
 // Within a part, the request path's layers by file name: routes → services → repositories → tables.
