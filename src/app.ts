@@ -26,6 +26,8 @@ import paymentsRoutes, { PAYMENTS_PREFIX, PAYMENTS_TAG } from './payments/paymen
 import assetManagementRoutes, { ASSET_MANAGEMENT_PREFIX, ASSET_MANAGEMENT_TAG } from './asset-management/asset-management-routes.js';
 import type { Argon2Params } from './asset-management/password-hashing.js';
 import stationsPlugin from './stations/stations-plugin.js';
+import webhooksPlugin from './events/webhooks-plugin.js';
+import webhooksRoutes, { WEBHOOKS_PREFIX, WEBHOOKS_TAG } from './events/webhooks-routes.js';
 import type { LoginLimits } from './stations/login-gate.js';
 
 export interface BuildOptions {
@@ -38,6 +40,8 @@ export interface BuildOptions {
   clock?: () => Date;
   // Other numbers for the station login throttle and queue; production keeps LOGIN_LIMITS.
   stationLoginLimits?: Partial<LoginLimits>;
+  // The waits between webhook attempts (default: events/delivery-schedule.ts's); tests shorten them.
+  webhookRetryDelaysMs?: readonly number[];
 }
 
 export interface AppServices {
@@ -145,13 +149,15 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   // an external provider's is {AUTH_ISSUER}/oauth/token (docs/api.md, Authentication).
   await app.register(openapi, {
     tokenUrl: config.auth.mode === 'embedded' ? TOKEN_PATH : tokenEndpointOf(config.auth.issuer),
-    tags: [PAYMENTS_TAG, ASSET_MANAGEMENT_TAG, OAUTH_TAG],
+    tags: [PAYMENTS_TAG, ASSET_MANAGEMENT_TAG, WEBHOOKS_TAG, OAUTH_TAG],
   });
   if (app.auth.tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: app.auth.tokens });
   await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
+  await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations });
+  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX });
 
   return app;
 }

@@ -51,6 +51,9 @@ const envSchema = z.object({
   // Several deployments may share one Redis: each counts under its own prefix.
   RATE_LIMIT_REDIS_PREFIX: z.string().min(1).max(200).default('charging-network:rate-limit:'),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+  // Webhook targets on private, loopback and link-local addresses, and http URLs: for tests and a
+  // network of one's own only (docs/events.md, "Targets").
+  WEBHOOKS_ALLOW_PRIVATE_TARGETS: booleanString.default(false),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
   // On SIGTERM, how long /readyz answers 503 (everything else still served) before the stop
   // begins, so a load balancer's health checks take the replica out first. Counts inside
@@ -150,6 +153,7 @@ const configSchema = envSchema.transform((e, ctx) => {
       redisUrl: e.REDIS_URL,
       redisPrefix: e.RATE_LIMIT_REDIS_PREFIX,
     },
+    webhooks: { allowPrivateTargets: e.WEBHOOKS_ALLOW_PRIVATE_TARGETS },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,

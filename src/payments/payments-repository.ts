@@ -76,14 +76,15 @@ export async function collectPayment(
   scope: NetworkScope,
   id: string,
   collectedAt: Date | null,
-): Promise<SessionPaymentJson | undefined> {
+): Promise<{ network: string; document: SessionPaymentJson } | undefined> {
   const at = collectedAt === null ? sql`greatest(now(), ${p.recordedAt})` : sql`${collectedAt.toISOString()}::timestamptz`;
   const rows = await db
     .update(p)
     .set({ status: 'COLLECTED', collectedAt: at, updatedAt: sql`now()` })
     .where(inNetwork(p.network, scope, sql`${p.id} = ${id} AND ${p.status} = 'PENDING' AND ${p.recordedAt} <= ${at}`))
-    .returning({ document: p.document });
-  return rows[0]?.document as SessionPaymentJson | undefined;
+    .returning({ network: p.network, document: p.document });
+  const row = rows[0];
+  return row && { network: row.network, document: row.document as SessionPaymentJson };
 }
 
 export async function findPaymentState(

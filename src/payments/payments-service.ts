@@ -1,5 +1,6 @@
 import type { Db, Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/failures.js';
+import { appendEvents } from '../events/events-service.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { hasForbiddenCharacter } from '../identifiers.js';
@@ -42,15 +43,20 @@ export async function recordSessionPayment(
   }
   const id = newId('pmt');
   try {
-    const json = await payments.insertPayment(db, {
-      id,
-      network: input.network,
-      session: input.session,
-      sitePartners: input.sitePartners,
-      location: input.location,
-      status: 'PENDING',
-      ...payments.billedColumns(input, billing),
-      recordedAt: input.recordedAt,
+    // The payment.recorded event commits with the payment or not at all (docs/events.md).
+    const json = await db.transaction(async (tx) => {
+      const document = await payments.insertPayment(tx, {
+        id,
+        network: input.network,
+        session: input.session,
+        sitePartners: input.sitePartners,
+        location: input.location,
+        status: 'PENDING',
+        ...payments.billedColumns(input, billing),
+        recordedAt: input.recordedAt,
+      });
+      await appendEvents(tx, [{ type: 'payment.recorded', network: input.network, dataJson: document }]);
+      return document;
     });
     return { id, json };
   } catch (error) {
@@ -68,7 +74,11 @@ export async function collectSessionPayment(
   id: string,
   collectedAt?: Date,
 ): Promise<SessionPaymentJson> {
-  const json = await payments.collectPayment(db, scope, id, collectedAt ?? null);
+  const json = await db.transaction(async (tx) => {
+    const collected = await payments.collectPayment(tx, scope, id, collectedAt ?? null);
+    if (collected !== undefined) await appendEvents(tx, [{ type: 'payment.collected', network: collected.network, dataJson: collected.document }]);
+    return collected?.document;
+  });
   if (json !== undefined) return json;
 
   // The guarded update found nothing to change; this read only chooses the answer.

@@ -38,6 +38,8 @@ export interface TestAppOptions {
   clock?: () => Date;
   // The station login throttle's and queue's numbers (default: production's).
   stationLoginLimits?: Partial<LoginLimits>;
+  // The waits between webhook attempts (default: production's).
+  webhookRetryDelaysMs?: readonly number[];
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -61,7 +63,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits });
+  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs });
   await options.routes?.(app);
   await app.ready();
   return {

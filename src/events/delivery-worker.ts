@@ -1,0 +1,173 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Db } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
+import { ATTEMPT_LEASE_MS, RETRY_DELAYS_MS, isDelivered, retryDelayMs } from './delivery-schedule.js';
+import { claimDueDeliveries, fanOutEvents, recordAttempts, type AttemptResult, type ClaimedDelivery } from './delivery-repository.js';
+import { onNewEvents } from './new-event-signal.js';
+import { eventBody, signMessage } from './webhook-signing.js';
+import type { WebhookClient } from './webhook-client.js';
+
+// The delivery worker of one replica (docs/events.md, "Delivery and retries"): it fans new outbox
+// events out to their subscriptions, claims due deliveries (row locks, so replicas never take the
+// same one; a lease, so one cut short by a crash is made again), sends each signed, and records
+// the outcome with the next attempt's time. Every replica runs one; on PGlite the one process's
+// worker is the only one, and its loop never runs two rounds at once.
+
+export type Outcome = 'succeeded' | 'retrying' | 'failed';
+
+export interface DeliveryWorkerOptions {
+  db: Db;
+  client: WebhookClient;
+  log: FastifyBaseLogger;
+  retryDelaysMs?: readonly number[] | undefined;
+  // How often it looks for work when nothing woke it.
+  pollIntervalMs?: number | undefined;
+  // Attempts in flight at once.
+  concurrency?: number | undefined;
+  onOutcome?: (outcome: Outcome) => void;
+}
+
+export interface DeliveryWorker {
+  start(): void;
+  // Stops claiming, waits a little for attempts in flight (those still running are made again
+  // once their lease ends), writes what finished.
+  stop(): Promise<void>;
+}
+
+const FAN_OUT_BATCH = 500;
+const STOP_WAIT_MS = 2_000;
+// A signal may come before its transaction commits: look a moment later.
+const SIGNAL_DELAY_MS = 15;
+
+export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker {
+  const { db, client, log } = options;
+  const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
+  const pollMs = options.pollIntervalMs ?? 500;
+  const concurrency = options.concurrency ?? 64;
+  let running = false;
+  let inFlight = 0;
+  const sends = new Set<Promise<void>>();
+  let finished: AttemptResult[] = [];
+  let wake: (() => void) | null = null;
+  let wakeTimer: NodeJS.Timeout | null = null;
+  let loop: Promise<void> | null = null;
+  let unsubscribe: (() => void) | null = null;
+  let failing = false;
+
+  function wakeUp(): void {
+    wake?.();
+  }
+
+  function wakeIn(ms: number): void {
+    if (wakeTimer) return;
+    wakeTimer = setTimeout(() => {
+      wakeTimer = null;
+      wakeUp();
+    }, ms);
+  }
+
+  function attempt(delivery: ClaimedDelivery): void {
+    inFlight++;
+    const attemptedAt = new Date();
+    const message = signMessage(delivery.secret, delivery.eventId, eventBody(delivery), attemptedAt);
+    const sent = client
+      .send({ url: delivery.url, headers: message.headers, body: message.body })
+      .catch((error: unknown) => ({ ok: false, status: undefined, error: error instanceof Error ? error.message : String(error), durationMs: 0 }))
+      .then((result) => {
+        const delivered = result.ok && isDelivered(result.status);
+        const retryInMs = delivered ? null : retryDelayMs(delivery.attempts, delays);
+        const state = delivered ? 'SUCCEEDED' : retryInMs === null ? 'FAILED' : 'PENDING';
+        options.onOutcome?.(delivered ? 'succeeded' : state === 'FAILED' ? 'failed' : 'retrying');
+        finished.push({
+          eventId: delivery.eventId,
+          subscriptionId: delivery.subscriptionId,
+          attempts: delivery.attempts,
+          state,
+          retryInMs,
+          attemptedAt,
+          status: result.status ?? null,
+          error: delivered ? null : (result.error ?? (result.status !== undefined ? `HTTP ${result.status}` : 'no answer')),
+          durationMs: Math.round(result.durationMs),
+        });
+        if (retryInMs !== null && retryInMs < pollMs) wakeIn(retryInMs);
+      })
+      .finally(() => {
+        inFlight--;
+        sends.delete(sent);
+        wakeUp();
+      });
+    sends.add(sent);
+  }
+
+  async function flush(): Promise<void> {
+    if (finished.length === 0) return;
+    const batch = finished;
+    finished = [];
+    try {
+      await recordAttempts(db, batch);
+    } catch (error) {
+      // Unrecorded attempts are made again when their lease ends: at least once, never lost.
+      log.warn({ err: loggableError(error), results: batch.length }, 'webhook attempts could not be recorded; they will be made again');
+    }
+  }
+
+  // One round: record what finished, fan out new events, claim what the free slots can take.
+  // True when there may be more to do at once.
+  async function round(): Promise<boolean> {
+    await flush();
+    const fanned = await fanOutEvents(db, FAN_OUT_BATCH);
+    const free = concurrency - inFlight;
+    if (free <= 0) return fanned.events === FAN_OUT_BATCH;
+    const claimed = await claimDueDeliveries(db, free, ATTEMPT_LEASE_MS);
+    for (const delivery of claimed) attempt(delivery);
+    return fanned.events === FAN_OUT_BATCH || claimed.length === free;
+  }
+
+  async function run(): Promise<void> {
+    while (running) {
+      let more = false;
+      try {
+        more = await round();
+        if (failing) log.info('webhook delivery resumed');
+        failing = false;
+      } catch (error) {
+        // The database cannot answer now: say so once, and keep looking at the poll's pace.
+        if (!failing) log.warn({ err: loggableError(error) }, 'webhook delivery paused: the database did not answer');
+        failing = true;
+      }
+      if (!running) break;
+      if ((more || finished.length > 0) && !failing) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, pollMs);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = null;
+    }
+  }
+
+  return {
+    start() {
+      if (running) return;
+      running = true;
+      unsubscribe = onNewEvents(() => wakeIn(SIGNAL_DELAY_MS));
+      loop = run();
+    },
+    async stop() {
+      if (!running) return;
+      running = false;
+      unsubscribe?.();
+      if (wakeTimer) clearTimeout(wakeTimer);
+      wakeUp();
+      await loop;
+      if (sends.size > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([Promise.allSettled([...sends]), new Promise((resolve) => (timer = setTimeout(resolve, STOP_WAIT_MS)))]);
+        clearTimeout(timer);
+      }
+      await flush();
+    },
+  };
+}

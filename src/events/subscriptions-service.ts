@@ -1,0 +1,146 @@
+import { randomBytes } from 'node:crypto';
+import type { Executor } from '../db/database.js';
+import { BadRequestError, NotFoundError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { NetworkScope } from '../network-scope.js';
+import type { WebhookTestData } from './event-types.js';
+import * as subscriptions from './subscriptions-repository.js';
+import type { DeliveryView, SubscriptionRow } from './subscriptions-repository.js';
+import { checkTargetUrl } from './target-rules.js';
+import { signalNewEvents } from './new-event-signal.js';
+import { DELIVERIES_SHOWN, type CreateSubscriptionInput, type DeliveryOutput, type SubscriptionOutput, type UpdateSubscriptionInput } from './webhooks-schemas.js';
+
+// The webhook subscriptions of a caller (docs/events.md, "Subscribing"): a network-scoped token
+// manages its network's only, and they receive that network's events only; a token without a
+// network claim makes subscriptions of every network (network null). Another network's is a 404.
+
+export const SUBSCRIPTION_NOT_FOUND = 'SUBSCRIPTION_NOT_FOUND';
+export const TARGET_NOT_ALLOWED = 'TARGET_NOT_ALLOWED';
+
+export interface TargetPolicy {
+  allowPrivateTargets: boolean;
+}
+
+// `whsec_` + base64 of 32 random bytes (Standard Webhooks' form of a symmetric key).
+function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+function toOutput(row: SubscriptionRow): SubscriptionOutput {
+  return {
+    id: row.id,
+    url: row.url,
+    events: row.events as SubscriptionOutput['events'],
+    network: row.network,
+    status: row.status,
+    description: row.description,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+function notFound(id: string): NotFoundError {
+  return new NotFoundError(`No webhook subscription ${id}`, SUBSCRIPTION_NOT_FOUND);
+}
+
+async function requireAllowedTarget(url: string, policy: TargetPolicy): Promise<void> {
+  const verdict = await checkTargetUrl(url, policy);
+  if (!verdict.ok) {
+    const message = `url is not an allowed target: ${verdict.reason}`;
+    throw new BadRequestError(message, [{ code: 'custom', message, path: ['url'] }]);
+  }
+}
+
+export async function createSubscription(
+  db: Executor,
+  policy: TargetPolicy,
+  scope: NetworkScope,
+  input: CreateSubscriptionInput,
+): Promise<SubscriptionOutput & { secret: string }> {
+  await requireAllowedTarget(input.url, policy);
+  const row = await subscriptions.insertSubscription(db, {
+    id: newId('whk'),
+    network: scope.network,
+    url: input.url,
+    events: input.events,
+    description: input.description ?? null,
+    secret: newSecret(),
+  });
+  return { ...toOutput(row), secret: row.secret };
+}
+
+export async function listSubscriptionsPage(
+  db: Executor,
+  scope: NetworkScope,
+  options: { limit: number; startingAfter?: string | undefined },
+): Promise<{ items: SubscriptionOutput[]; hasMore: boolean }> {
+  // One row more than the page holds answers hasMore without a count.
+  const rows = await subscriptions.listSubscriptions(db, scope, { limit: options.limit + 1, startingAfter: options.startingAfter });
+  return { items: rows.slice(0, options.limit).map(toOutput), hasMore: rows.length > options.limit };
+}
+
+export async function getSubscription(db: Executor, scope: NetworkScope, id: string): Promise<SubscriptionOutput> {
+  const row = await subscriptions.findSubscription(db, scope, id);
+  if (!row) throw notFound(id);
+  return toOutput(row);
+}
+
+export async function updateSubscription(
+  db: Executor,
+  policy: TargetPolicy,
+  scope: NetworkScope,
+  id: string,
+  input: UpdateSubscriptionInput,
+): Promise<SubscriptionOutput> {
+  // A 404 before the target's check: the caller learns nothing of a subscription it cannot see.
+  if (!(await subscriptions.findSubscription(db, scope, id))) throw notFound(id);
+  if (input.url !== undefined) await requireAllowedTarget(input.url, policy);
+  const row = await subscriptions.updateSubscription(db, scope, id, {
+    ...(input.url !== undefined ? { url: input.url } : {}),
+    ...(input.events !== undefined ? { events: input.events } : {}),
+    ...(input.description !== undefined ? { description: input.description } : {}),
+    ...(input.status !== undefined ? { status: input.status } : {}),
+  });
+  if (!row) throw notFound(id);
+  return toOutput(row);
+}
+
+export async function deleteSubscription(db: Executor, scope: NetworkScope, id: string): Promise<void> {
+  if (!(await subscriptions.deleteSubscription(db, scope, id))) throw notFound(id);
+}
+
+// The old secret stops signing at once: deliveries made from now on are signed with the new one.
+export async function rotateSubscriptionSecret(db: Executor, scope: NetworkScope, id: string): Promise<SubscriptionOutput & { secret: string }> {
+  const row = await subscriptions.updateSubscription(db, scope, id, { secret: newSecret() });
+  if (!row) throw notFound(id);
+  return { ...toOutput(row), secret: row.secret };
+}
+
+// A webhook.test event delivered to this subscription only, whatever its events, even DISABLED.
+export async function sendTestEvent(db: Executor, scope: NetworkScope, id: string): Promise<{ eventId: string }> {
+  const row = await subscriptions.findSubscription(db, scope, id);
+  if (!row) throw notFound(id);
+  const data: WebhookTestData = { subscriptionId: row.id, at: new Date().toISOString() };
+  const eventId = await db.transaction((tx) => subscriptions.insertTestEvent(tx, row, JSON.stringify(data)));
+  signalNewEvents();
+  return { eventId };
+}
+
+function toDeliveryOutput(view: DeliveryView): DeliveryOutput {
+  return {
+    eventId: view.eventId,
+    eventType: view.eventType,
+    state: view.state,
+    attempts: view.attempts,
+    lastStatus: view.lastStatus,
+    lastError: view.lastError,
+    lastDurationMs: view.lastDurationMs,
+    lastAttemptAt: view.lastAttemptAt?.toISOString() ?? null,
+    nextAttemptAt: view.nextAttemptAt?.toISOString() ?? null,
+  };
+}
+
+export async function listSubscriptionDeliveries(db: Executor, scope: NetworkScope, id: string): Promise<DeliveryOutput[]> {
+  if (!(await subscriptions.findSubscription(db, scope, id))) throw notFound(id);
+  return (await subscriptions.listDeliveries(db, id, DELIVERIES_SHOWN)).map(toDeliveryOutput);
+}

@@ -1,0 +1,191 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { rowsOf } from '../../src/db/database.js';
+import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { uniqueNetwork } from '../helpers/asset-factory.js';
+import { collectUrl, listPayments, recordPayment, uniqueId } from '../helpers/payments-factory.js';
+import { startReceiver, verified, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+
+const BASE = '/webhooks/v1/subscriptions';
+
+let t: TestApp;
+let receiver: WebhookReceiver;
+
+// Short waits between attempts, so a test sees every retry: two retries, then FAILED.
+const RETRY_DELAYS_MS = [100, 200];
+
+beforeAll(async () => {
+  t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' }, webhookRetryDelaysMs: RETRY_DELAYS_MS });
+});
+afterAll(() => t.close());
+beforeEach(async () => {
+  receiver = await startReceiver();
+});
+afterEach(() => receiver.close());
+
+interface Subscription {
+  id: string;
+  secret: string;
+}
+
+async function subscribe(network: string | null, events: string[], url = receiver.url): Promise<Subscription> {
+  const res = await t.app.inject({ method: 'POST', url: BASE, headers: { authorization: t.bearer({ scopes: ['write:webhooks'], network }) }, payload: { url, events } });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json().data as Subscription;
+}
+
+async function deliveriesOf(id: string): Promise<{ eventId: string; eventType: string; state: string; attempts: number; lastStatus: number | null; lastError: string | null }[]> {
+  const res = await t.app.inject({ url: `${BASE}/${id}/deliveries`, headers: { authorization: t.bearer({ scopes: ['read:webhooks'] }) } });
+  expect(res.statusCode, res.body).toBe(200);
+  expect(res.body).not.toContain('whsec_');
+  return res.json().data;
+}
+
+// Waits until the deliveries endpoint shows what `done` looks for (a guard, not a speed check).
+async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value) || Date.now() > until) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe('webhook deliveries', () => {
+  it('delivers payment.recorded and payment.collected signed, with the text the list answers, verified by the reference library', async () => {
+    const network = uniqueNetwork();
+    const subscription = await subscribe(network, ['payment.recorded', 'payment.collected']);
+    const payment = await recordPayment(t, { network, session: uniqueId('ses') });
+    const [recorded] = await receiver.waitFor(1);
+    const body = verified(subscription.secret, recorded!);
+    expect(body.type).toBe('payment.recorded');
+    expect(recorded!.headers['webhook-id']).toMatch(/^evt_[0-9a-f]{32}$/);
+    expect(Number(recorded!.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -2);
+    const listed = await listPayments(t, `sessionIds=${payment.session}`);
+    // The same JSON text as the list's, byte for byte.
+    expect(recorded!.body).toContain(`"data":${listed.body.slice(1, -1)}}`);
+
+    const collect = await t.app.inject({ method: 'POST', url: collectUrl(payment.id), headers: { authorization: t.bearer({ scopes: ['write:sessionpayment'] }) } });
+    expect(collect.statusCode, collect.body).toBe(200);
+    const [, collected] = await receiver.waitFor(2);
+    const collectedBody = verified(subscription.secret, collected!);
+    expect(collectedBody.type).toBe('payment.collected');
+    expect(collectedBody.data).toEqual(collect.json());
+    expect(collected!.headers['webhook-id']).not.toBe(recorded!.headers['webhook-id']);
+
+    const deliveries = await eventually(() => deliveriesOf(subscription.id), (d) => d.length === 2 && d.every((x) => x.state === 'SUCCEEDED'));
+    expect(deliveries.map((d) => [d.eventType, d.state, d.attempts, d.lastStatus]).sort()).toEqual([
+      ['payment.collected', 'SUCCEEDED', 1, 204],
+      ['payment.recorded', 'SUCCEEDED', 1, 204],
+    ]);
+  });
+
+  it('a network’s subscription gets its network’s events only; one without a network gets every network’s', async () => {
+    const a = uniqueNetwork();
+    const b = uniqueNetwork();
+    const everyNetwork = await startReceiver();
+    try {
+      const onlyA = await subscribe(a, ['payment.recorded']);
+      const all = await subscribe(null, ['payment.recorded'], everyNetwork.url);
+      const fromB = await recordPayment(t, { network: b, session: uniqueId('ses') });
+      const fromA = await recordPayment(t, { network: a, session: uniqueId('ses') });
+      const sessionsOf = (secret: string, got: WebhookReceiver['received']) => got.map((w) => (verified(secret, w).data as { session: string }).session);
+      await receiver.waitFor(1);
+      // Other tests' payments reach the subscription of every network too.
+      await eventually(
+        async () => sessionsOf(all.secret, everyNetwork.received),
+        (sessions) => sessions.includes(fromA.session) && sessions.includes(fromB.session),
+      );
+      expect(sessionsOf(all.secret, everyNetwork.received)).toEqual(expect.arrayContaining([fromA.session, fromB.session]));
+      // b's payment was delivered elsewhere by now, so a's subscription has had its chance at it.
+      expect(sessionsOf(onlyA.secret, receiver.received)).toEqual([fromA.session]);
+    } finally {
+      await everyNetwork.close();
+    }
+  });
+
+  it('retries a failed attempt with the same webhook-id, and succeeds', async () => {
+    const network = uniqueNetwork();
+    const subscription = await subscribe(network, ['payment.recorded']);
+    receiver.answerWith(500);
+    await recordPayment(t, { network, session: uniqueId('ses') });
+    await receiver.waitFor(1);
+    receiver.answerWith(200);
+    const [first, second] = await receiver.waitFor(2);
+    expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+    expect(second!.body).toBe(first!.body);
+    verified(subscription.secret, second!);
+    const [delivery] = await eventually(() => deliveriesOf(subscription.id), (d) => d[0]?.state === 'SUCCEEDED');
+    expect(delivery).toMatchObject({ state: 'SUCCEEDED', attempts: 2, lastStatus: 200, lastError: null });
+  });
+
+  it('marks a delivery FAILED after the last retry, and shows why', async () => {
+    const network = uniqueNetwork();
+    const subscription = await subscribe(network, ['payment.recorded']);
+    receiver.answerWith(503);
+    await recordPayment(t, { network, session: uniqueId('ses') });
+    const [delivery] = await eventually(() => deliveriesOf(subscription.id), (d) => d[0]?.state === 'FAILED');
+    expect(delivery).toMatchObject({ state: 'FAILED', attempts: RETRY_DELAYS_MS.length + 1, lastStatus: 503, lastError: 'HTTP 503' });
+    expect(new Set(receiver.received.map((w) => w.headers['webhook-id'])).size).toBe(1);
+    expect(receiver.received).toHaveLength(RETRY_DELAYS_MS.length + 1);
+  });
+
+  it('records an unreachable target’s error', async () => {
+    const network = uniqueNetwork();
+    // A port nothing listens on.
+    const closed = await startReceiver();
+    await closed.close();
+    const subscription = await subscribe(network, ['payment.recorded'], closed.url);
+    await recordPayment(t, { network, session: uniqueId('ses') });
+    const [delivery] = await eventually(() => deliveriesOf(subscription.id), (d) => (d[0]?.attempts ?? 0) >= 1 && d[0]?.lastError !== null);
+    expect(delivery).toMatchObject({ lastStatus: null, lastError: expect.any(String) });
+  });
+
+  it('makes an attempt cut short by a crash again once its lease ends, with the same webhook-id', async () => {
+    const network = uniqueNetwork();
+    const subscription = await subscribe(network, ['payment.recorded']);
+    // What a replica killed during its first attempt leaves behind: the event, and its delivery
+    // counted once and leased for a moment.
+    const [event] = await rowsOf<{ id: string }>(
+      t.database.db,
+      sql`INSERT INTO events (network, type, data, dispatched_at) VALUES (${network}, 'payment.recorded', '{"id":"pmt_crashed"}', now()) RETURNING id`,
+    );
+    await t.database.db.execute(sql`
+      INSERT INTO webhook_deliveries (event_id, subscription_id, attempts, next_attempt_at, lease_until)
+      VALUES (${event!.id}, ${subscription.id}, 1, now() + interval '300 milliseconds', now() + interval '300 milliseconds')`);
+    const [webhook] = await receiver.waitFor(1);
+    expect(webhook!.headers['webhook-id']).toBe(event!.id);
+    expect(verified(subscription.secret, webhook!).data).toEqual({ id: 'pmt_crashed' });
+    const [delivery] = await eventually(() => deliveriesOf(subscription.id), (d) => d[0]?.state === 'SUCCEEDED');
+    expect(delivery).toMatchObject({ eventId: event!.id, state: 'SUCCEEDED', attempts: 2 });
+  });
+
+  it('sends webhook.test to the one subscription, signed with the rotated secret after a rotation', async () => {
+    const network = uniqueNetwork();
+    const subscription = await subscribe(network, ['station.connected']);
+    const rotate = await t.app.inject({ method: 'POST', url: `${BASE}/${subscription.id}/rotate-secret`, headers: { authorization: t.bearer({ scopes: ['write:webhooks'], network }) } });
+    const { secret } = rotate.json().data as { secret: string };
+    const res = await t.app.inject({ method: 'POST', url: `${BASE}/${subscription.id}/test`, headers: { authorization: t.bearer({ scopes: ['write:webhooks'], network }) } });
+    expect(res.statusCode, res.body).toBe(202);
+    const { eventId } = res.json().data as { eventId: string };
+    const [webhook] = await receiver.waitFor(1);
+    expect(webhook!.headers['webhook-id']).toBe(eventId);
+    expect(verified(secret, webhook!)).toEqual({ type: 'webhook.test', timestamp: expect.any(String), data: { subscriptionId: subscription.id, at: expect.any(String) } });
+    expect(() => verified(subscription.secret, webhook!)).toThrow();
+  });
+
+  it('shows deliveries by outcome, the backlog and the oldest pending age on /metrics', async () => {
+    const network = uniqueNetwork();
+    await subscribe(network, ['payment.recorded']);
+    await recordPayment(t, { network, session: uniqueId('ses') });
+    await receiver.waitFor(1);
+    const metrics = await eventually(
+      async () => (await t.app.inject({ url: '/metrics' })).body,
+      (text) => /webhook_deliveries_total\{outcome="succeeded"\} [1-9]/.test(text),
+    );
+    expect(metrics).toMatch(/webhook_deliveries_total\{outcome="succeeded"\} [1-9]/);
+    expect(metrics).toMatch(/webhook_deliveries_total\{outcome="failed"\} \d/);
+    expect(metrics).toMatch(/webhook_backlog\{kind="deliveries"\} \d/);
+    expect(metrics).toMatch(/webhook_oldest_pending_event_age_seconds \d/);
+  });
+});

@@ -1,0 +1,206 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { familyError, uniqueNetwork } from '../helpers/asset-factory.js';
+
+const BASE = '/webhooks/v1/subscriptions';
+const WRITE = 'write:webhooks';
+const READ = 'read:webhooks';
+
+let t: TestApp;
+
+beforeAll(async () => {
+  t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' } });
+});
+afterAll(() => t.close());
+
+const auth = (scopes: string[], network: string | null = null) => ({ authorization: t.bearer({ scopes, network }) });
+
+async function create(network: string | null, body: Record<string, unknown> = {}) {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: BASE,
+    headers: auth([WRITE], network),
+    payload: { url: 'https://hooks.example.com/a', events: ['payment.recorded'], ...body },
+  });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json().data as { id: string; secret: string; network: string | null; [key: string]: unknown };
+}
+
+describe('webhook subscriptions', () => {
+  it('creates one: 201 with the secret, once; the network is the token’s', async () => {
+    const network = uniqueNetwork();
+    const res = await t.app.inject({
+      method: 'POST',
+      url: BASE,
+      headers: auth([WRITE], network),
+      payload: { url: 'https://hooks.example.com/a', events: ['payment.recorded', 'station.connected'], description: ' Finance ' },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const created = res.json().data;
+    expect(created).toEqual({
+      id: expect.stringMatching(/^whk_[0-9A-Z]{26}$/),
+      url: 'https://hooks.example.com/a',
+      events: ['payment.recorded', 'station.connected'],
+      network,
+      status: 'ENABLED',
+      description: 'Finance',
+      secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]+=*$/),
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+    });
+    expect(Buffer.from(created.secret.slice('whsec_'.length), 'base64').length).toBeGreaterThanOrEqual(24);
+    expect(res.headers.location).toBe(`${BASE}/${created.id}`);
+
+    const read = await t.app.inject({ url: `${BASE}/${created.id}`, headers: auth([READ], network) });
+    expect(read.statusCode).toBe(200);
+    const { secret: _secret, ...withoutSecret } = created;
+    expect(read.json().data).toEqual(withoutSecret);
+    expect(read.body).not.toContain(created.secret);
+  });
+
+  it('a token without a network claim makes subscriptions of every network (network null)', async () => {
+    const created = await create(null);
+    expect(created.network).toBeNull();
+  });
+
+  it('refuses unknown event types, webhook.test, an empty list, repeats and unknown fields with 400', async () => {
+    for (const payload of [
+      { url: 'https://hooks.example.com/a', events: ['payment.refunded'] },
+      { url: 'https://hooks.example.com/a', events: ['webhook.test'] },
+      { url: 'https://hooks.example.com/a', events: [] },
+      { url: 'https://hooks.example.com/a', events: ['payment.recorded', 'payment.recorded'] },
+      { url: 'https://hooks.example.com/a', events: ['payment.recorded'], secret: 'whsec_mine' },
+      { url: 'not a url', events: ['payment.recorded'] },
+      { url: 'ftp://hooks.example.com/a', events: ['payment.recorded'] },
+      { events: ['payment.recorded'] },
+    ]) {
+      const res = await t.app.inject({ method: 'POST', url: BASE, headers: auth([WRITE]), payload });
+      expect(res.statusCode, JSON.stringify(payload)).toBe(400);
+      expect(res.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
+    }
+  });
+
+  it('answers 401 without a token and 403 without the scope, in the family’s shape', async () => {
+    const none = await t.app.inject({ method: 'GET', url: BASE });
+    expect(none.statusCode).toBe(401);
+    expect(none.json()).toEqual({ message: expect.any(String) });
+    const readOnly = await t.app.inject({ method: 'POST', url: BASE, headers: auth([READ]), payload: { url: 'https://a.example.com', events: ['payment.recorded'] } });
+    expect(readOnly.statusCode).toBe(403);
+    const other = await t.app.inject({ method: 'GET', url: BASE, headers: auth(['read:asset']) });
+    expect(other.statusCode).toBe(403);
+    expect(other.json()).toEqual({ message: expect.any(String) });
+  });
+
+  it('another network’s subscription is a 404 for every operation, and missing from the list', async () => {
+    const mine = uniqueNetwork();
+    const theirs = await create(uniqueNetwork());
+    const everyNetwork = await create(null);
+    for (const id of [theirs.id, everyNetwork.id, 'whk_missing']) {
+      for (const [method, suffix, scopes] of [
+        ['GET', '', [READ]],
+        ['PATCH', '', [WRITE]],
+        ['DELETE', '', [WRITE]],
+        ['POST', '/rotate-secret', [WRITE]],
+        ['POST', '/test', [WRITE]],
+        ['GET', '/deliveries', [READ]],
+      ] as const) {
+        const res = await t.app.inject({
+          method,
+          url: `${BASE}/${id}${suffix}`,
+          headers: auth([...scopes], mine),
+          ...(method === 'PATCH' ? { payload: { status: 'DISABLED' } } : {}),
+        });
+        expect(res.statusCode, `${method} ${suffix} ${id}`).toBe(404);
+        expect(res.json()).toEqual({ type: 'NOT_FOUND', code: 'SUBSCRIPTION_NOT_FOUND', message: expect.any(String) });
+      }
+    }
+    const list = await t.app.inject({ url: `${BASE}?limit=100`, headers: auth([READ], mine) });
+    expect(list.json().data).toEqual({ items: [], hasMore: false });
+    // The unscoped token sees them all.
+    const unscoped = await t.app.inject({ url: `${BASE}/${theirs.id}`, headers: auth([READ]) });
+    expect(unscoped.statusCode).toBe(200);
+  });
+
+  it('lists a network’s subscriptions in pages, ordered by id, without secrets', async () => {
+    const network = uniqueNetwork();
+    const made = [await create(network), await create(network), await create(network)];
+    const first = await t.app.inject({ url: `${BASE}?limit=2`, headers: auth([READ], network) });
+    expect(first.statusCode).toBe(200);
+    const page1 = first.json().data;
+    expect(page1.hasMore).toBe(true);
+    expect(page1.items.map((s: { id: string }) => s.id)).toEqual(made.slice(0, 2).map((s) => s.id));
+    const second = await t.app.inject({ url: `${BASE}?limit=2&startingAfter=${page1.items[1].id}`, headers: auth([READ], network) });
+    expect(second.json().data).toEqual({ items: [expect.objectContaining({ id: made[2]!.id })], hasMore: false });
+    for (const s of made) expect(first.body + second.body).not.toContain(s.secret);
+    const bad = await t.app.inject({ url: `${BASE}?limit=0`, headers: auth([READ], network) });
+    expect(bad.statusCode).toBe(400);
+  });
+
+  it('changes url, events, description and status with PATCH; an empty change is a 400', async () => {
+    const network = uniqueNetwork();
+    const s = await create(network, { description: 'old' });
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `${BASE}/${s.id}`,
+      headers: auth([WRITE], network),
+      payload: { url: 'https://hooks.example.com/b', events: ['asset.password.ignored'], description: null, status: 'DISABLED' },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data).toMatchObject({ url: 'https://hooks.example.com/b', events: ['asset.password.ignored'], description: null, status: 'DISABLED' });
+    expect(res.json().data).not.toHaveProperty('secret');
+    const empty = await t.app.inject({ method: 'PATCH', url: `${BASE}/${s.id}`, headers: auth([WRITE], network), payload: {} });
+    expect(empty.statusCode).toBe(400);
+    const readOnly = await t.app.inject({ method: 'PATCH', url: `${BASE}/${s.id}`, headers: auth([READ], network), payload: { status: 'ENABLED' } });
+    expect(readOnly.statusCode).toBe(403);
+  });
+
+  it('rotates the secret: the new one is shown once and differs', async () => {
+    const network = uniqueNetwork();
+    const s = await create(network);
+    const res = await t.app.inject({ method: 'POST', url: `${BASE}/${s.id}/rotate-secret`, headers: auth([WRITE], network) });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['cache-control']).toBe('no-store');
+    const rotated = res.json().data;
+    expect(rotated.secret).toMatch(/^whsec_/);
+    expect(rotated.secret).not.toBe(s.secret);
+  });
+
+  it('deletes: 204, then 404', async () => {
+    const network = uniqueNetwork();
+    const s = await create(network);
+    const res = await t.app.inject({ method: 'DELETE', url: `${BASE}/${s.id}`, headers: auth([WRITE], network) });
+    expect(res.statusCode).toBe(204);
+    expect(res.body).toBe('');
+    const again = await t.app.inject({ method: 'DELETE', url: `${BASE}/${s.id}`, headers: auth([WRITE], network) });
+    expect(again.statusCode).toBe(404);
+  });
+
+  it('answers an unserved method with 405 in the family’s shape', async () => {
+    const res = await t.app.inject({ method: 'PUT', url: BASE, headers: auth([WRITE]) });
+    expect(res.statusCode).toBe(405);
+    expect(res.json()).toEqual(familyError('METHOD_NOT_ALLOWED', 'METHOD_NOT_ALLOWED'));
+  });
+});
+
+describe('webhook targets', () => {
+  let strict: TestApp;
+  beforeAll(async () => {
+    strict = await createTestApp();
+  });
+  afterAll(() => strict.close());
+
+  it('refuses http and private addresses with 400 unless private targets are allowed', async () => {
+    for (const url of ['http://hooks.example.com/a', 'https://127.0.0.1/a', 'https://10.0.0.5/a', 'https://169.254.169.254/latest']) {
+      const res = await strict.app.inject({
+        method: 'POST',
+        url: BASE,
+        headers: { authorization: strict.bearer({ scopes: [WRITE] }) },
+        payload: { url, events: ['payment.recorded'] },
+      });
+      expect(res.statusCode, url).toBe(400);
+      expect(res.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
+    }
+    const allowed = await t.app.inject({ method: 'POST', url: BASE, headers: auth([WRITE]), payload: { url: 'http://127.0.0.1:9/a', events: ['payment.recorded'] } });
+    expect(allowed.statusCode).toBe(201);
+  });
+});
