@@ -12,8 +12,9 @@ import { runAbuseGroup } from './abuse.js';
 import { runLoad, type LoadResult } from './load.js';
 import { BENCH_DIR, ROOT_DIR } from './options.js';
 import { median } from './report.js';
-import { cpuMs, freePort, LOOPBACK, postgresCpuMs, rssMiB, runCommand, SERVER_ARGS, SERVER_NODE, startChild, stopAllChildren, stopChild, waitForHttp, type Child } from './processes.js';
+import { cpuMs, freePort, LOOPBACK, postgresCpuMs, rssMiB, runCommand, SERVER_NODE, stopAllChildren, stopChild, type Child } from './processes.js';
 import { insertStations, startStations } from './station-fleet.js';
+import { startBenchService } from './bench-service.js';
 
 interface StationsOptions {
   held: number;
@@ -158,25 +159,7 @@ async function main(): Promise<void> {
     await database.close();
 
     // Every service process of the group starts alike; a second one (PostgreSQL) shares the database.
-    const startService = async (name: string, port: number) => {
-      const child = startChild(name, SERVER_NODE, SERVER_ARGS, {
-        cwd: ROOT_DIR,
-        env: {
-          PATH: process.env.PATH,
-          HOME: process.env.HOME,
-          NODE_ENV: 'production',
-          LOG_LEVEL: 'warn',
-          HOST: LOOPBACK,
-          PORT: String(port),
-          RATE_LIMIT_MAX: '0',
-          OCPP_MIN_SECURITY_PROFILE: '1',
-          ...(target.kind === 'postgres' ? { DATABASE_URL: target.url } : { DATA_DIR: target.dataDir }),
-        },
-        logFile: join(dir, `${name}.log`),
-      });
-      await waitForHttp(child, `http://${LOOPBACK}:${port}/healthz`, 60_000, 200);
-      return child;
-    };
+    const startService = (name: string, port: number) => startBenchService(name, port, target, dir);
     const port = await freePort();
     server = await startService('service', port);
     const token = await fetch(`http://${LOOPBACK}:${port}/oauth/token`, {

@@ -13,7 +13,8 @@ import { runLoad, type LoadResult } from './load.js';
 import { parseWebhookOptions, ROOT_DIR } from './options.js';
 import { recordBody } from './payment-requests.js';
 import { median } from './report.js';
-import { freePort, LOOPBACK, runCommand, SERVER_ARGS, SERVER_NODE, startChild, stopAllChildren, stopChild, waitForHttp, type Child } from './processes.js';
+import { startBenchService } from './bench-service.js';
+import { freePort, LOOPBACK, runCommand, SERVER_NODE, stopAllChildren, stopChild } from './processes.js';
 import { startStationFleet, stormPair, type StormFigures } from './webhook-storm.js';
 import { startReceiver, type Receiver } from './webhook-receiver.js';
 
@@ -87,24 +88,8 @@ async function main(target: BenchTarget): Promise<void> {
     await database.close();
 
     const port = await freePort();
-    const service: Child = startChild('service', SERVER_NODE, SERVER_ARGS, {
-      cwd: ROOT_DIR,
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        NODE_ENV: 'production',
-        LOG_LEVEL: 'warn',
-        HOST: LOOPBACK,
-        PORT: String(port),
-        RATE_LIMIT_MAX: '0',
-        OCPP_MIN_SECURITY_PROFILE: '1',
-        // The receiver is on 127.0.0.1.
-        WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true',
-        ...(target.kind === 'postgres' ? { DATABASE_URL: target.url } : { DATA_DIR: target.dataDir }),
-      },
-      logFile: join(dir, 'service.log'),
-    });
-    await waitForHttp(service, `http://${LOOPBACK}:${port}/healthz`, 60_000, 200);
+    // The receiver is on 127.0.0.1.
+    const service = await startBenchService('service', port, target, dir, { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' });
     const api = await connectApi(port, client.clientId, client.clientSecret);
     const ids: Record<string, string> = {};
     for (const name of SUBSCRIPTIONS) {
