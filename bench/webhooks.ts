@@ -212,14 +212,18 @@ async function main(target: BenchTarget): Promise<void> {
 }
 
 const target = await createBenchTarget(parseWebhookOptions(process.argv.slice(2), process.env).databaseUrl);
-let stopping = false;
+let stopping: Promise<void> | undefined;
+// Stops the children and drops the database once, whoever asks first; exits with the first code.
 async function stop(code: number): Promise<never> {
   if (!stopping) {
-    stopping = true;
-    await stopAllChildren();
-    await target.drop().catch((error: unknown) => process.stderr.write(`could not drop the bench database ${target.name}: ${String(error)}\n`));
+    stopping = (async () => {
+      await stopAllChildren();
+      await target.drop().catch((error: unknown) => process.stderr.write(`could not drop the bench database ${target.name}: ${String(error)}\n`));
+      process.exit(code);
+    })();
   }
-  process.exit(code);
+  await stopping;
+  return process.exit(code);
 }
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
@@ -230,7 +234,8 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 await main(target).then(
   () => stop(0),
   (error: unknown) => {
-    process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+    // After Ctrl-C the stopped server fails the harness's requests: that is not the error to show.
+    if (!stopping) process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
     return stop(1);
   },
 );
