@@ -28,6 +28,7 @@ import type { Argon2Params } from './asset-management/password-hashing.js';
 import stationsPlugin from './stations/stations-plugin.js';
 import webhooksPlugin from './events/webhooks-plugin.js';
 import webhooksRoutes, { WEBHOOKS_PREFIX, WEBHOOKS_TAG } from './events/webhooks-routes.js';
+import type { ResolveHost } from './events/target-rules.js';
 import type { LoginLimits } from './stations/login-gate.js';
 
 export interface BuildOptions {
@@ -42,6 +43,8 @@ export interface BuildOptions {
   stationLoginLimits?: Partial<LoginLimits>;
   // The waits between webhook attempts (default: events/delivery-schedule.ts's); tests shorten them.
   webhookRetryDelaysMs?: readonly number[];
+  // How webhook target host names resolve (default: the system's resolver); tests pass their own.
+  webhookResolveHost?: ResolveHost;
 }
 
 export interface AppServices {
@@ -153,11 +156,11 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   });
   if (app.auth.tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: app.auth.tokens });
   await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
-  await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs });
+  await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs, resolveHost: options.webhookResolveHost });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations });
-  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX });
+  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX, resolveHost: options.webhookResolveHost });
 
   return app;
 }

@@ -214,14 +214,31 @@ export async function restoreReplaced(db: Executor, change: { id: string; networ
   return row?.passwordChangedAt ?? undefined;
 }
 
-// One statement, no lock: a station retrying in a loop must not queue on the row. Only while the
-// switch that retired the credential still stands: a login checked just before a rollback or a new
-// change committed must not mark the rotation that followed.
-export async function markStaleLogin(db: Executor, id: string): Promise<void> {
-  await db
+// One statement, no lock beyond the row's own: a station retrying in a loop must not queue on the
+// row. Only while the switch that retired the credential still stands: a login checked just before
+// a rollback or a new change committed must not mark the rotation that followed. Answers the
+// rotation it marked, and whether this was its first report (`first`: the row, locked before it is
+// read, had none yet, so of two reports at once exactly one is the first).
+export async function markStaleLogin(
+  db: Executor,
+  id: string,
+): Promise<{ network: string; rotationId: string; staleLoginAt: Date; first: boolean } | undefined> {
+  const prior = db.$with('prior').as(
+    db
+      .select({ id: assets.id, reportedBefore: sql<boolean>`${assets.staleLoginAt} IS NOT NULL`.as('reported_before') })
+      .from(assets)
+      .where(and(eq(assets.id, id), inArray(assets.rotationState, [...REPORTING_STATES])))
+      .for('update'),
+  );
+  const [row] = await db
+    .with(prior)
     .update(assets)
     .set({ staleLoginAt: sql`now()` })
-    .where(and(eq(assets.id, id), inArray(assets.rotationState, [...REPORTING_STATES])));
+    .from(prior)
+    .where(eq(assets.id, prior.id))
+    .returning({ network: assets.network, rotationId: assets.rotationId, staleLoginAt: assets.staleLoginAt, reportedBefore: prior.reportedBefore });
+  if (!row?.rotationId || !row.staleLoginAt) return undefined;
+  return { network: row.network, rotationId: row.rotationId, staleLoginAt: row.staleLoginAt, first: !row.reportedBefore };
 }
 
 export async function insertPasswordChange(
@@ -232,13 +249,16 @@ export async function insertPasswordChange(
 }
 
 // The audit row of a change: its outcome once known, and how an UNCONFIRMED one was resolved.
+// Answers the database's time of the update.
 export async function updatePasswordChange(
   db: Executor,
   id: string,
   update: { outcome: RotationOutcome } | { resolution: RotationResolution },
-): Promise<void> {
-  await db
+): Promise<Date> {
+  const [row] = await db
     .update(assetPasswordChanges)
     .set({ ...update, ...('resolution' in update ? { resolvedAt: sql`now()` } : {}) })
-    .where(eq(assetPasswordChanges.id, id));
+    .where(eq(assetPasswordChanges.id, id))
+    .returning({ at: sql<Date>`now()`.mapWith(assetPasswordChanges.changedAt) });
+  return row?.at ?? new Date();
 }

@@ -8,8 +8,9 @@ import { ConflictError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { NetworkScope } from '../network-scope.js';
 import { profileUsesClientCertificates } from '../ocpp-vocabulary.js';
-import { insertPasswordChange, lockRotation, restoreReplaced } from './assets-repository.js';
+import { lockRotation, restoreReplaced } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
+import { recordPasswordChange } from './password-audit-service.js';
 import { PASSWORD_CHANGE_IN_PROGRESS } from './password-rotation-service.js';
 import { decideRollback } from './rotation.js';
 import { noPasswordOnProfile3 } from './security-profiles.js';
@@ -44,8 +45,9 @@ export async function rollBackAssetPassword(db: Db, actor: Actor, id: string): P
     const changedAt = await restoreReplaced(tx, { id: row.id, network: row.network, rotationId });
     // The row is locked and was read with a replaced credential: the update cannot miss it.
     if (!changedAt) throw nothingToRollBack(row.id);
-    await insertPasswordChange(tx, {
-      id: rotationId,
+    // Its audit row and its event (asset.password.changed, ROLLED_BACK) commit with it.
+    await recordPasswordChange(tx, {
+      rotationId,
       assetId: row.id,
       network: row.network,
       actorClientId: actor.clientId,

@@ -8,18 +8,9 @@ import { BadRequestError, ConflictError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { NetworkScope } from '../network-scope.js';
 import { profileUsesClientCertificates } from '../ocpp-vocabulary.js';
-import {
-  claimRotation,
-  dropPending,
-  findAsset,
-  insertPasswordChange,
-  lockRotation,
-  markUnconfirmed,
-  promotePending,
-  updateAssetPassword,
-  updatePasswordChange,
-} from './assets-repository.js';
+import { claimRotation, dropPending, findAsset, lockRotation, markUnconfirmed, promotePending, updateAssetPassword } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
+import { recordOutcome, recordPasswordChange, recordResolution } from './password-audit-service.js';
 import { hashAssetPassword, type Argon2Params } from './password-hashing.js';
 import { generatePassword, passwordProblem } from './password-rules.js';
 import { answerOutcome, decideRequest, describeAnswer, effectiveState, stateAfterAnswer, type RotationState, type StationAnswer, type StationReach } from './rotation.js';
@@ -106,19 +97,19 @@ export async function changeAssetPassword(
     if (!row) throw assetNotFound(input.id);
     const decision = decideRequest({ reach, force, state: row.rotationState, deadlinePassed: row.deadlinePassed });
     if (decision.kind === 'refuse') throw decision.code === STATION_OFFLINE ? offline(asset.id) : inProgress(asset.id);
-    const audit = { id: rotationId, assetId: asset.id, network: asset.network, actorClientId: actor.clientId, generated };
+    const audit = { rotationId, assetId: asset.id, network: asset.network, actorClientId: actor.clientId, generated };
     if (decision.kind === 'store') {
       const updated = await updateAssetPassword(tx, { id: asset.id, network: asset.network, passwordHash, rotationId, state: decision.outcome });
       if (!updated) throw assetNotFound(input.id);
       // A forced change ends the unconfirmed rotation it replaces.
       if (row.rotationId && row.rotationState && effectiveState(row.rotationState, row.deadlinePassed) === 'UNCONFIRMED') {
-        await updatePasswordChange(tx, row.rotationId, { resolution: 'FORCED' });
+        await recordResolution(tx, { rotationId: row.rotationId, assetId: asset.id, network: asset.network }, 'FORCED');
       }
-      await insertPasswordChange(tx, { ...audit, changedAt: updated.passwordChangedAt, outcome: decision.outcome });
+      await recordPasswordChange(tx, { ...audit, changedAt: updated.passwordChangedAt, outcome: decision.outcome });
       return { stored: updated.passwordChangedAt };
     }
     const requestedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash: passwordHash, rotationId, deadlineMs: callTimeoutMs + DEADLINE_GRACE_MS });
-    await insertPasswordChange(tx, { ...audit, changedAt: requestedAt, outcome: null });
+    await recordPasswordChange(tx, { ...audit, changedAt: requestedAt, outcome: null });
     return { stored: null };
   });
   if (claimed.stored) return { status: 200, data: { id: asset.id, passwordChangedAt: claimed.stored.toISOString(), ...shown } };
@@ -176,8 +167,9 @@ async function settle(
   return db.transaction(async (tx) => {
     const row = await lockRotation(tx, { network: null }, assetId);
     if (!row || row.rotationId !== rotationId) return { state: null, passwordChangedAt: null };
+    const change = { rotationId, assetId, network: row.network };
     if (row.rotationState !== 'IN_FLIGHT') {
-      await updatePasswordChange(tx, rotationId, { outcome: 'UNCONFIRMED' });
+      await recordOutcome(tx, change, 'UNCONFIRMED');
       const current = await findAsset(tx, { network: null }, assetId);
       return { state: row.rotationState, passwordChangedAt: current?.passwordChangedAt ?? null };
     }
@@ -185,7 +177,7 @@ async function settle(
     if (state === 'ACCEPTED' || state === 'FORCED') passwordChangedAt = (await promotePending(tx, { id: assetId, rotationId, state })) ?? null;
     else if (state === 'REJECTED') await dropPending(tx, { id: assetId, rotationId, state });
     else await markUnconfirmed(tx, { id: assetId, rotationId });
-    await updatePasswordChange(tx, rotationId, { outcome: state });
+    await recordOutcome(tx, change, state, passwordChangedAt ?? undefined);
     return { state, passwordChangedAt };
   });
 }

@@ -8,7 +8,8 @@ import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db, Executor } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
-import { dropPending, findStationLogins, lockRotation, markStaleLogin, promotePending, updatePasswordChange, type StationLoginRow } from './assets-repository.js';
+import { dropPending, findStationLogins, lockRotation, promotePending, type StationLoginRow } from './assets-repository.js';
+import { recordReplacedLogin, recordResolution } from './password-audit-service.js';
 import { chooseSlowCheck, type LoginMemory, type SlowCandidate } from './credential-choice.js';
 import { isSlowHash, verifyPassword, type HashRunner } from './password-hashing.js';
 import { afterLogin, loginSlots, reportsReplacedLogin, type Slot } from './rotation.js';
@@ -139,7 +140,8 @@ export async function checkStationCredential(db: Db, asset: StationLoginRow, pas
     // operator can configure the station or force a change.
     context.log.warn({ station: asset.id, rotation: asset.rotationId }, 'station keeps using the password its latest rotation replaced; refused');
     context.onReplacedLogin?.();
-    await markStaleLogin(db, asset.id).catch((error: unknown) => context.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'));
+    // With the first such login of the rotation, its asset.password.ignored event.
+    await db.transaction((tx) => recordReplacedLogin(tx, asset.id)).catch((error: unknown) => context.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'));
     return 'replaced';
   }
   memory?.succeeded(asset.id, address);
@@ -156,6 +158,6 @@ async function recordStationLogin(db: Db, assetId: string, slot: Slot): Promise<
     if (next === 'CONFIRMED') await promotePending(tx, { id: assetId, rotationId: row.rotationId, state: next });
     else if (next === 'DISCARDED') await dropPending(tx, { id: assetId, rotationId: row.rotationId, state: next });
     else return;
-    await updatePasswordChange(tx, row.rotationId, { resolution: next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED' });
+    await recordResolution(tx, { rotationId: row.rotationId, assetId, network: row.network }, next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED');
   });
 }

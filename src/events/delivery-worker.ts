@@ -86,7 +86,8 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
           retryInMs,
           attemptedAt,
           status: result.status ?? null,
-          error: delivered ? null : (result.error ?? (result.status !== undefined ? `HTTP ${result.status}` : 'no answer')),
+          // An answer's status says what went wrong; without one, the client's error.
+          error: delivered || result.status !== undefined ? null : (result.error ?? 'no answer'),
           durationMs: Math.round(result.durationMs),
         });
         if (retryInMs !== null && retryInMs < pollMs) wakeIn(retryInMs);

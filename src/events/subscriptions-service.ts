@@ -6,7 +6,7 @@ import type { NetworkScope } from '../network-scope.js';
 import type { WebhookTestData } from './event-types.js';
 import * as subscriptions from './subscriptions-repository.js';
 import type { DeliveryView, SubscriptionRow } from './subscriptions-repository.js';
-import { checkTargetUrl } from './target-rules.js';
+import { checkTargetUrl, type ResolveHost } from './target-rules.js';
 import { signalNewEvents } from './new-event-signal.js';
 import { DELIVERIES_SHOWN, type CreateSubscriptionInput, type DeliveryOutput, type SubscriptionOutput, type UpdateSubscriptionInput } from './webhooks-schemas.js';
 
@@ -19,6 +19,8 @@ export const TARGET_NOT_ALLOWED = 'TARGET_NOT_ALLOWED';
 
 export interface TargetPolicy {
   allowPrivateTargets: boolean;
+  // The resolver of host names (default: the system's).
+  resolve?: ResolveHost | undefined;
 }
 
 // `whsec_` + base64 of 32 random bytes (Standard Webhooks' form of a symmetric key).
@@ -44,7 +46,7 @@ function notFound(id: string): NotFoundError {
 }
 
 async function requireAllowedTarget(url: string, policy: TargetPolicy): Promise<void> {
-  const verdict = await checkTargetUrl(url, policy);
+  const verdict = await checkTargetUrl(url, { allowPrivateTargets: policy.allowPrivateTargets, ...(policy.resolve ? { resolve: policy.resolve } : {}) });
   if (!verdict.ok) {
     const message = `url is not an allowed target: ${verdict.reason}`;
     throw new BadRequestError(message, [{ code: 'custom', message, path: ['url'] }]);

@@ -3,12 +3,15 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import { backlogStats, type BacklogStats } from './delivery-repository.js';
 import { createDeliveryWorker } from './delivery-worker.js';
+import type { ResolveHost } from './target-rules.js';
 import { createWebhookClient } from './webhook-client.js';
 
 export interface WebhooksPluginOptions {
   // The waits between attempts (delivery-schedule.ts); tests shorten them.
   retryDelaysMs?: readonly number[] | undefined;
   pollIntervalMs?: number | undefined;
+  // The resolver of target host names (default: the system's); tests pass their own.
+  resolveHost?: ResolveHost | undefined;
 }
 
 const SCRAPE_REUSE_MS = 1_000;
@@ -56,7 +59,7 @@ async function webhooksPlugin(app: FastifyInstance, options: WebhooksPluginOptio
     },
   });
 
-  const client = createWebhookClient({ allowPrivateTargets: config.webhooks.allowPrivateTargets });
+  const client = createWebhookClient({ allowPrivateTargets: config.webhooks.allowPrivateTargets, ...(options.resolveHost ? { resolve: options.resolveHost } : {}) });
   const worker = createDeliveryWorker({
     db: database.db,
     client,

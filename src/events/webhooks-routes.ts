@@ -6,6 +6,7 @@ import { requireScope } from '../auth/auth-plugin.js';
 import { describeErrorShapes } from '../plugins/errors/error-shapes.js';
 import { serveErrorFamily } from '../plugins/errors/error-families.js';
 import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
+import type { ResolveHost } from './target-rules.js';
 import {
   SUBSCRIPTION_NOT_FOUND,
   createSubscription,
@@ -48,11 +49,16 @@ const notFound = { codes: [SUBSCRIPTION_NOT_FOUND], means: 'No webhook subscript
 const writers = [requireScope('write:webhooks')];
 const readers = [requireScope('read:webhooks', 'write:webhooks')];
 
-async function webhooksRoutes(app: FastifyInstance): Promise<void> {
+export interface WebhooksRoutesOptions {
+  // The resolver of target host names (default: the system's); tests pass their own.
+  resolveHost?: ResolveHost | undefined;
+}
+
+async function webhooksRoutes(app: FastifyInstance, options: WebhooksRoutesOptions): Promise<void> {
   serveErrorFamily(app, WEBHOOKS_ERROR_FAMILY);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { db } = app.services.database;
-  const policy = { allowPrivateTargets: app.services.config.webhooks.allowPrivateTargets };
+  const policy = { allowPrivateTargets: app.services.config.webhooks.allowPrivateTargets, resolve: options.resolveHost };
   const one = '/subscriptions/:id';
 
   r.post(

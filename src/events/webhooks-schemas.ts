@@ -43,7 +43,7 @@ export const updateSubscriptionBody = z
   })
   .strict()
   .refine((body) => Object.keys(body).length > 0, 'must change at least one of url, events, description, status')
-  .meta({ examples: [{ status: 'DISABLED' }] });
+  .meta({ examples: [{ events: ['payment.recorded', 'payment.collected'], status: 'ENABLED' }] });
 
 export type CreateSubscriptionInput = z.output<typeof createSubscriptionBody>;
 export type UpdateSubscriptionInput = z.output<typeof updateSubscriptionBody>;
@@ -78,7 +78,7 @@ const subscriptionFields = {
   createdAt: dateTime,
   updatedAt: dateTime,
 };
-const EXAMPLE_OUTPUT = { id: SUBSCRIPTION_ID, ...SUBSCRIPTION_EXAMPLE, network: 'net_1', status: 'ENABLED', ...WRITTEN_AT };
+const EXAMPLE_OUTPUT = { id: SUBSCRIPTION_ID, ...SUBSCRIPTION_EXAMPLE, network: null, status: 'ENABLED', ...WRITTEN_AT };
 
 export const subscriptionOutput = z.object(subscriptionFields).meta({ id: 'WebhookSubscription', examples: [EXAMPLE_OUTPUT] });
 

@@ -18,7 +18,9 @@ beforeAll(async () => {
   doc = await fetchDocument(t);
 });
 
-const familyOf = (path: string) => (path.startsWith('/payments/') ? 'payments' : path.startsWith('/asset-management/') ? 'asset-management' : 'public');
+// The webhooks family answers in asset management's shape.
+const familyOf = (path: string) =>
+  path.startsWith('/payments/') ? 'payments' : path.startsWith('/asset-management/') ? 'asset-management' : path.startsWith('/webhooks/') ? 'webhooks' : 'public';
 type Schema = Record<string, unknown> & { properties?: Record<string, Schema>; required?: string[]; enum?: unknown[]; $ref?: string };
 
 function resolve(schema: Schema | undefined): Schema {
@@ -33,7 +35,7 @@ function bodySchema(operation: Operation, status: number): Schema {
 describe('operations', () => {
   it('each has a unique operationId, a summary, a description and a declared tag', () => {
     const operations = operationsOf(doc);
-    expect(operations.length).toBe(15);
+    expect(operations.length).toBe(23);
     const ids = operations.map(({ operation }) => operation.operationId);
     expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id))).toBe(true);
     expect(new Set(ids).size).toBe(ids.length);
@@ -65,6 +67,8 @@ describe('operations', () => {
     expect(accepted('get', '/payments/v1/session-payments')).toEqual([READ, WRITE]);
     expect(accepted('post', '/payments/v1/session-payments')).toEqual([WRITE]);
     expect(accepted('post', '/asset-management/v1/assets/change-password')).toEqual(['write:asset']);
+    expect(accepted('post', '/webhooks/v1/subscriptions')).toEqual(['write:webhooks']);
+    expect(accepted('get', '/webhooks/v1/subscriptions/{id}/deliveries')).toEqual(['read:webhooks', 'write:webhooks']);
     const createModel = doc.paths['/asset-management/v1/charging-station-models']!.post!;
     expect(accepted('post', '/asset-management/v1/charging-station-models')).toEqual(['write:chargingstationmodel']);
     expect(createModel.description).toContain('Needs the scope `write:chargingstationmodel` and the `admin` role, without a network claim.');
@@ -182,9 +186,10 @@ describe('answers', () => {
 });
 
 describe('schemas', () => {
-  it('names SessionPayment, ChargingStationModel and Asset, each with an example, and no schema no operation uses', () => {
-    expect(Object.keys(doc.components.schemas).sort()).toEqual(['Asset', 'ChargingStationModel', 'PaymentsValidationError', 'SessionPayment']);
-    for (const name of ['SessionPayment', 'ChargingStationModel', 'Asset']) {
+  it('names SessionPayment, ChargingStationModel, Asset and the webhooks\' schemas, each with an example, and no schema no operation uses', () => {
+    const named = ['Asset', 'ChargingStationModel', 'SessionPayment', 'WebhookDelivery', 'WebhookSubscription', 'WebhookSubscriptionWithSecret'];
+    expect(Object.keys(doc.components.schemas).sort()).toEqual([...named, 'PaymentsValidationError'].sort());
+    for (const name of named) {
       const schema = doc.components.schemas[name]!;
       expect(schema.examples, name).toHaveLength(1);
       expect(Object.keys((schema.examples as Record<string, unknown>[])[0]!).sort(), name).toEqual(expect.arrayContaining(schema.required as string[]));
@@ -212,7 +217,7 @@ it('has the published interface version, servers, tags and the package\'s licens
   expect(license).toBe('UNLICENSED');
   expect(doc.info).toMatchObject({ version: '1.404.0', license: { name: expect.stringMatching(/^UNLICENSED/) } });
   expect(doc.info.license).not.toHaveProperty('identifier');
-  expect(doc.tags!.map((tag) => tag.name)).toEqual(['payments', 'asset-management', 'oauth']);
+  expect(doc.tags!.map((tag) => tag.name)).toEqual(['payments', 'asset-management', 'webhooks', 'oauth']);
 });
 
 describe('tools', () => {

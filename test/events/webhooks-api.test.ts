@@ -3,13 +3,15 @@ import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { familyError, uniqueNetwork } from '../helpers/asset-factory.js';
 
 const BASE = '/webhooks/v1/subscriptions';
+const LOOPBACK = () => Promise.resolve([{ address: '127.0.0.1', family: 4 }]);
 const WRITE = 'write:webhooks';
 const READ = 'read:webhooks';
 
 let t: TestApp;
 
 beforeAll(async () => {
-  t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' } });
+  // Every host name resolves to this machine (no resolver is needed, none is asked).
+  t = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' }, webhookResolveHost: LOOPBACK });
 });
 afterAll(() => t.close());
 
@@ -185,21 +187,26 @@ describe('webhook subscriptions', () => {
 describe('webhook targets', () => {
   let strict: TestApp;
   beforeAll(async () => {
-    strict = await createTestApp();
+    // Without the allowance; every host name resolves to a private address.
+    strict = await createTestApp({ webhookResolveHost: () => Promise.resolve([{ address: '10.1.2.3', family: 4 }]) });
   });
   afterAll(() => strict.close());
 
   it('refuses http and private addresses with 400 unless private targets are allowed', async () => {
-    for (const url of ['http://hooks.example.com/a', 'https://127.0.0.1/a', 'https://10.0.0.5/a', 'https://169.254.169.254/latest']) {
-      const res = await strict.app.inject({
-        method: 'POST',
-        url: BASE,
-        headers: { authorization: strict.bearer({ scopes: [WRITE] }) },
-        payload: { url, events: ['payment.recorded'] },
-      });
+    const create = (url: string) =>
+      strict.app.inject({ method: 'POST', url: BASE, headers: { authorization: strict.bearer({ scopes: [WRITE] }) }, payload: { url, events: ['payment.recorded'] } });
+    for (const url of ['http://hooks.example.com/a', 'https://hooks.example.com/a', 'https://127.0.0.1/a', 'https://10.0.0.5/a', 'https://169.254.169.254/latest', 'https://[::1]/a']) {
+      const res = await create(url);
       expect(res.statusCode, url).toBe(400);
       expect(res.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
     }
+    expect((await create('https://93.184.215.14/a')).statusCode).toBe(201);
+    // A PATCH to a refused URL is refused the same way, and changes nothing.
+    const made = (await create('https://93.184.215.14/b')).json().data as { id: string };
+    const patch = await strict.app.inject({ method: 'PATCH', url: `${BASE}/${made.id}`, headers: { authorization: strict.bearer({ scopes: [WRITE] }) }, payload: { url: 'https://10.0.0.5/a' } });
+    expect(patch.statusCode).toBe(400);
+    const read = await strict.app.inject({ url: `${BASE}/${made.id}`, headers: { authorization: strict.bearer({ scopes: [READ] }) } });
+    expect(read.json().data.url).toBe('https://93.184.215.14/b');
     const allowed = await t.app.inject({ method: 'POST', url: BASE, headers: auth([WRITE]), payload: { url: 'http://127.0.0.1:9/a', events: ['payment.recorded'] } });
     expect(allowed.statusCode).toBe(201);
   });

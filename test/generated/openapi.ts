@@ -276,6 +276,130 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/v1/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook subscriptions, ordered by id
+         * @description One page; `hasMore` says whether another follows (ask for it with `startingAfter` = the last id). A network-scoped token sees its network's only.
+         *
+         *     Needs one of the scopes `read:webhooks`, `write:webhooks`.
+         */
+        get: operations["listWebhookSubscriptions"];
+        put?: never;
+        /**
+         * Subscribe a URL to events (the signing secret is shown in this answer only)
+         * @description The URL must be https and must not resolve to a private, loopback, link-local or metadata address (400 otherwise). A network-scoped token's subscription receives its network's events only; one made without a network claim has `network: null` and receives every network's.
+         *
+         *     Needs the scope `write:webhooks`.
+         */
+        post: operations["createWebhookSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/v1/subscriptions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get one webhook subscription (never its secret)
+         * @description Needs one of the scopes `read:webhooks`, `write:webhooks`.
+         */
+        get: operations["getWebhookSubscription"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a subscription and its deliveries
+         * @description Needs the scope `write:webhooks`.
+         */
+        delete: operations["deleteWebhookSubscription"];
+        options?: never;
+        head?: never;
+        /**
+         * Change the URL, events, description or status of a subscription
+         * @description DISABLED stops its deliveries (those pending wait); ENABLED resumes them. A new URL is checked as at creation.
+         *
+         *     Needs the scope `write:webhooks`.
+         */
+        patch: operations["updateWebhookSubscription"];
+        trace?: never;
+    };
+    "/webhooks/v1/subscriptions/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace the signing secret (the new one is shown in this answer only)
+         * @description Every attempt made from now on is signed with the new secret, retries of earlier events included.
+         *
+         *     Needs the scope `write:webhooks`.
+         */
+        post: operations["rotateWebhookSubscriptionSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/v1/subscriptions/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a webhook.test event to this subscription
+         * @description Delivered like any event, to this subscription only, whatever its events or status; see …/deliveries for the outcome.
+         *
+         *     Needs the scope `write:webhooks`.
+         */
+        post: operations["testWebhookSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/v1/subscriptions/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A subscription's latest deliveries and their attempts
+         * @description Up to 100, the latest attempted first: the event, its state, the status code or error and the duration of its latest attempt.
+         *
+         *     Needs one of the scopes `read:webhooks`, `write:webhooks`.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -541,6 +665,101 @@ export interface components {
                 /** @description after a switch: when the station last tried the password it replaced (and was refused); null if it never did */
                 staleLoginAt: string | null;
             } | null;
+        };
+        /**
+         * @example {
+         *       "id": "whk_01JJZK6C2B8X5Q4W7R9T3V1N2M",
+         *       "url": "https://hooks.example.com/charging",
+         *       "events": [
+         *         "payment.recorded",
+         *         "payment.collected"
+         *       ],
+         *       "description": "Finance",
+         *       "network": null,
+         *       "status": "ENABLED",
+         *       "createdAt": "2026-11-26T10:00:00.000Z",
+         *       "updatedAt": "2026-11-26T10:00:00.000Z"
+         *     }
+         */
+        WebhookSubscription: {
+            /** @description whk_ and 26 characters */
+            id: string;
+            url: string;
+            events: ("payment.recorded" | "payment.collected" | "station.connected" | "station.disconnected" | "asset.password.changed" | "asset.password.ignored")[];
+            /** @description the network whose events it receives; null: every network's */
+            network: string | null;
+            /** @enum {string} */
+            status: "ENABLED" | "DISABLED";
+            description: string | null;
+            /** @description ISO 8601 UTC date-time with milliseconds */
+            createdAt: string;
+            /** @description ISO 8601 UTC date-time with milliseconds */
+            updatedAt: string;
+        };
+        /**
+         * @example {
+         *       "id": "whk_01JJZK6C2B8X5Q4W7R9T3V1N2M",
+         *       "url": "https://hooks.example.com/charging",
+         *       "events": [
+         *         "payment.recorded",
+         *         "payment.collected"
+         *       ],
+         *       "description": "Finance",
+         *       "network": null,
+         *       "status": "ENABLED",
+         *       "createdAt": "2026-11-26T10:00:00.000Z",
+         *       "updatedAt": "2026-11-26T10:00:00.000Z",
+         *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+         *     }
+         */
+        WebhookSubscriptionWithSecret: {
+            /** @description whk_ and 26 characters */
+            id: string;
+            url: string;
+            events: ("payment.recorded" | "payment.collected" | "station.connected" | "station.disconnected" | "asset.password.changed" | "asset.password.ignored")[];
+            /** @description the network whose events it receives; null: every network's */
+            network: string | null;
+            /** @enum {string} */
+            status: "ENABLED" | "DISABLED";
+            description: string | null;
+            /** @description ISO 8601 UTC date-time with milliseconds */
+            createdAt: string;
+            /** @description ISO 8601 UTC date-time with milliseconds */
+            updatedAt: string;
+            /** @description whsec_ and base64: the signing key, shown in this answer only */
+            secret: string;
+        };
+        /**
+         * @example {
+         *       "eventId": "evt_0193b2c4d5e6a1b2c3d4e5f6a7b8c9d0",
+         *       "eventType": "payment.recorded",
+         *       "state": "SUCCEEDED",
+         *       "attempts": 1,
+         *       "lastStatus": 204,
+         *       "lastError": null,
+         *       "lastDurationMs": 41,
+         *       "lastAttemptAt": "2026-11-26T10:00:00.120Z",
+         *       "nextAttemptAt": null
+         *     }
+         */
+        WebhookDelivery: {
+            /** @description the event, and the webhook-id header of every attempt */
+            eventId: string;
+            eventType: string;
+            /**
+             * @description PENDING until a 2xx (SUCCEEDED) or the last retry (FAILED)
+             * @enum {string}
+             */
+            state: "PENDING" | "SUCCEEDED" | "FAILED";
+            attempts: number;
+            /** @description the receiver's HTTP status of the latest attempt; null without an answer */
+            lastStatus: number | null;
+            /** @description why the latest attempt got no answer (timeout, refused target, …) */
+            lastError: string | null;
+            lastDurationMs: number | null;
+            lastAttemptAt: string | null;
+            /** @description when PENDING: the next attempt */
+            nextAttemptAt: string | null;
         };
     };
     responses: never;
@@ -2729,6 +2948,1124 @@ export interface operations {
                         type: "CONFLICT";
                         /** @enum {string} */
                         code: "STATION_REJECTED" | "STATION_OFFLINE" | "PASSWORD_CHANGE_IN_PROGRESS" | "CONFLICTING_SECURITY_PROFILE_STATE" | "NOTHING_TO_ROLL_BACK";
+                        message: string;
+                    };
+                };
+            };
+            /** @description Too many requests; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description Seconds until the limit resets */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal failure (details are in the log, under the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "INTERNAL_ERROR";
+                        /** @enum {string} */
+                        code: "INTERNAL_SERVER_ERROR";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The database cannot answer now, or the server is shutting down; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "SERVICE_UNAVAILABLE";
+                        /** @enum {string} */
+                        code: "DATABASE_UNAVAILABLE" | "SHUTTING_DOWN";
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    listWebhookSubscriptions: {
+        parameters: {
+            query?: {
+                /** @description 1 to 100, default 20 */
+                limit?: string;
+                /** @description the last id of the previous page */
+                startingAfter?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            items: components["schemas"]["WebhookSubscription"][];
+                            hasMore: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description The query, path or body is invalid; the message names every problem */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "BAD_REQUEST";
+                        /** @enum {string} */
+                        code: "INVALID_REQUEST_PARAMETERS";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token is missing, invalid or expired */
+            401: {
+                headers: {
+                    /** @description The challenge (RFC 6750; Basic at the token endpoint) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token lacks the required scope or role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The request did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "REQUEST_TIMEOUT";
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        message: string;
+                    };
+                };
+            };
+            /** @description Too many requests; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description Seconds until the limit resets */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal failure (details are in the log, under the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "INTERNAL_ERROR";
+                        /** @enum {string} */
+                        code: "INTERNAL_SERVER_ERROR";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The database cannot answer now, or the server is shutting down; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "SERVICE_UNAVAILABLE";
+                        /** @enum {string} */
+                        code: "DATABASE_UNAVAILABLE" | "SHUTTING_DOWN";
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    createWebhookSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/charging",
+                 *       "events": [
+                 *         "payment.recorded",
+                 *         "payment.collected"
+                 *       ],
+                 *       "description": "Finance"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description https; http only where private targets are allowed (WEBHOOKS_ALLOW_PRIVATE_TARGETS) */
+                    url: string;
+                    /** @description the event types to receive */
+                    events: ("payment.recorded" | "payment.collected" | "station.connected" | "station.disconnected" | "asset.password.changed" | "asset.password.ignored")[];
+                    description?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscriptionWithSecret"];
+                    };
+                };
+            };
+            /** @description The query, path or body is invalid; the message names every problem */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "BAD_REQUEST";
+                        /** @enum {string} */
+                        code: "INVALID_REQUEST_PARAMETERS";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token is missing, invalid or expired */
+            401: {
+                headers: {
+                    /** @description The challenge (RFC 6750; Basic at the token endpoint) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token lacks the required scope or role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The request did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "REQUEST_TIMEOUT";
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        message: string;
+                    };
+                };
+            };
+            /** @description Too many requests; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description Seconds until the limit resets */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal failure (details are in the log, under the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "INTERNAL_ERROR";
+                        /** @enum {string} */
+                        code: "INTERNAL_SERVER_ERROR";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The database cannot answer now, or the server is shutting down; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "SERVICE_UNAVAILABLE";
+                        /** @enum {string} */
+                        code: "DATABASE_UNAVAILABLE" | "SHUTTING_DOWN";
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getWebhookSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscription"];
+                    };
+                };
+            };
+            /** @description The query, path or body is invalid; the message names every problem */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "BAD_REQUEST";
+                        /** @enum {string} */
+                        code: "INVALID_REQUEST_PARAMETERS";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token is missing, invalid or expired */
+            401: {
+                headers: {
+                    /** @description The challenge (RFC 6750; Basic at the token endpoint) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token lacks the required scope or role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description No webhook subscription with this id visible to this access token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "NOT_FOUND";
+                        /** @enum {string} */
+                        code: "SUBSCRIPTION_NOT_FOUND";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The request did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "REQUEST_TIMEOUT";
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        message: string;
+                    };
+                };
+            };
+            /** @description Too many requests; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description Seconds until the limit resets */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal failure (details are in the log, under the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "INTERNAL_ERROR";
+                        /** @enum {string} */
+                        code: "INTERNAL_SERVER_ERROR";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The database cannot answer now, or the server is shutting down; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "SERVICE_UNAVAILABLE";
+                        /** @enum {string} */
+                        code: "DATABASE_UNAVAILABLE" | "SHUTTING_DOWN";
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    deleteWebhookSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The query, path or body is invalid; the message names every problem */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "BAD_REQUEST";
+                        /** @enum {string} */
+                        code: "INVALID_REQUEST_PARAMETERS";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token is missing, invalid or expired */
+            401: {
+                headers: {
+                    /** @description The challenge (RFC 6750; Basic at the token endpoint) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token lacks the required scope or role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description No webhook subscription with this id visible to this access token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "NOT_FOUND";
+                        /** @enum {string} */
+                        code: "SUBSCRIPTION_NOT_FOUND";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The request did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "REQUEST_TIMEOUT";
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        message: string;
+                    };
+                };
+            };
+            /** @description Too many requests; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description Seconds until the limit resets */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal failure (details are in the log, under the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "INTERNAL_ERROR";
+                        /** @enum {string} */
+                        code: "INTERNAL_SERVER_ERROR";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The database cannot answer now, or the server is shutting down; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "SERVICE_UNAVAILABLE";
+                        /** @enum {string} */
+                        code: "DATABASE_UNAVAILABLE" | "SHUTTING_DOWN";
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    updateWebhookSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "status": "DISABLED"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description https; http only where private targets are allowed (WEBHOOKS_ALLOW_PRIVATE_TARGETS) */
+                    url?: string;
+                    /** @description the event types to receive */
+                    events?: ("payment.recorded" | "payment.collected" | "station.connected" | "station.disconnected" | "asset.password.changed" | "asset.password.ignored")[];
+                    /** @description null removes it */
+                    description?: string | null;
+                    /**
+                     * @description DISABLED stops deliveries; ENABLED resumes them
+                     * @enum {string}
+                     */
+                    status?: "ENABLED" | "DISABLED";
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscription"];
+                    };
+                };
+            };
+            /** @description The query, path or body is invalid; the message names every problem */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "BAD_REQUEST";
+                        /** @enum {string} */
+                        code: "INVALID_REQUEST_PARAMETERS";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token is missing, invalid or expired */
+            401: {
+                headers: {
+                    /** @description The challenge (RFC 6750; Basic at the token endpoint) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token lacks the required scope or role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description No webhook subscription with this id visible to this access token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "NOT_FOUND";
+                        /** @enum {string} */
+                        code: "SUBSCRIPTION_NOT_FOUND";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The request did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "REQUEST_TIMEOUT";
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        message: string;
+                    };
+                };
+            };
+            /** @description Too many requests; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description Seconds until the limit resets */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal failure (details are in the log, under the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "INTERNAL_ERROR";
+                        /** @enum {string} */
+                        code: "INTERNAL_SERVER_ERROR";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The database cannot answer now, or the server is shutting down; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "SERVICE_UNAVAILABLE";
+                        /** @enum {string} */
+                        code: "DATABASE_UNAVAILABLE" | "SHUTTING_DOWN";
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    rotateWebhookSubscriptionSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscriptionWithSecret"];
+                    };
+                };
+            };
+            /** @description The query, path or body is invalid; the message names every problem */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "BAD_REQUEST";
+                        /** @enum {string} */
+                        code: "INVALID_REQUEST_PARAMETERS";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token is missing, invalid or expired */
+            401: {
+                headers: {
+                    /** @description The challenge (RFC 6750; Basic at the token endpoint) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token lacks the required scope or role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description No webhook subscription with this id visible to this access token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "NOT_FOUND";
+                        /** @enum {string} */
+                        code: "SUBSCRIPTION_NOT_FOUND";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The request did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "REQUEST_TIMEOUT";
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        message: string;
+                    };
+                };
+            };
+            /** @description Too many requests; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description Seconds until the limit resets */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal failure (details are in the log, under the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "INTERNAL_ERROR";
+                        /** @enum {string} */
+                        code: "INTERNAL_SERVER_ERROR";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The database cannot answer now, or the server is shutting down; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "SERVICE_UNAVAILABLE";
+                        /** @enum {string} */
+                        code: "DATABASE_UNAVAILABLE" | "SHUTTING_DOWN";
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    testWebhookSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @description the webhook.test event sent: see …/deliveries */
+                            eventId: string;
+                        };
+                    };
+                };
+            };
+            /** @description The query, path or body is invalid; the message names every problem */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "BAD_REQUEST";
+                        /** @enum {string} */
+                        code: "INVALID_REQUEST_PARAMETERS";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token is missing, invalid or expired */
+            401: {
+                headers: {
+                    /** @description The challenge (RFC 6750; Basic at the token endpoint) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token lacks the required scope or role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description No webhook subscription with this id visible to this access token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "NOT_FOUND";
+                        /** @enum {string} */
+                        code: "SUBSCRIPTION_NOT_FOUND";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The request did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "REQUEST_TIMEOUT";
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
+                        message: string;
+                    };
+                };
+            };
+            /** @description Too many requests; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description Seconds until the limit resets */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description Internal failure (details are in the log, under the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "INTERNAL_ERROR";
+                        /** @enum {string} */
+                        code: "INTERNAL_SERVER_ERROR";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The database cannot answer now, or the server is shutting down; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description Seconds after which a retry may succeed */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "SERVICE_UNAVAILABLE";
+                        /** @enum {string} */
+                        code: "DATABASE_UNAVAILABLE" | "SHUTTING_DOWN";
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookDelivery"][];
+                    };
+                };
+            };
+            /** @description The query, path or body is invalid; the message names every problem */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "BAD_REQUEST";
+                        /** @enum {string} */
+                        code: "INVALID_REQUEST_PARAMETERS";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token is missing, invalid or expired */
+            401: {
+                headers: {
+                    /** @description The challenge (RFC 6750; Basic at the token endpoint) */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description The access token lacks the required scope or role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        message: string;
+                    };
+                };
+            };
+            /** @description No webhook subscription with this id visible to this access token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "NOT_FOUND";
+                        /** @enum {string} */
+                        code: "SUBSCRIPTION_NOT_FOUND";
+                        message: string;
+                    };
+                };
+            };
+            /** @description The request did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "REQUEST_TIMEOUT";
+                        /** @enum {string} */
+                        code: "REQUEST_TIMEOUT";
                         message: string;
                     };
                 };

@@ -6,6 +6,7 @@ import type { Argon2Params } from '../../src/asset-management/password-hashing.j
 import { loadConfig, type AppConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
 import type { LoginLimits } from '../../src/stations/login-gate.js';
+import type { ResolveHost } from '../../src/events/target-rules.js';
 import { createTestDatabase } from './test-database.js';
 
 export interface TokenOptions {
@@ -40,6 +41,8 @@ export interface TestAppOptions {
   stationLoginLimits?: Partial<LoginLimits>;
   // The waits between webhook attempts (default: production's).
   webhookRetryDelaysMs?: readonly number[];
+  // How webhook target host names resolve (default: the system's resolver).
+  webhookResolveHost?: ResolveHost;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -63,7 +66,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs });
+  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs, webhookResolveHost: options.webhookResolveHost });
   await options.routes?.(app);
   await app.ready();
   return {

@@ -1,0 +1,51 @@
+// What the service records of a password change, in the transaction of the change itself: the
+// audit row, and the event that reports each outcome and resolution the row records
+// (docs/rotation.md, "Events"). Every write of an outcome or a resolution goes through here, so
+// none is recorded without its event, and an event never exists for a change that rolled back.
+// Never a password or hash in an event: only the asset, its network, the change and the outcome.
+import type { Executor } from '../db/database.js';
+import { appendEvents, type NewEvent } from '../events/events-service.js';
+import { insertPasswordChange, markStaleLogin, updatePasswordChange } from './assets-repository.js';
+import type { RotationOutcome, RotationResolution } from './rotation.js';
+
+// A change of an asset's password, as its audit row and its events name it.
+export type ChangeRef = { rotationId: string; assetId: string; network: string };
+
+function passwordChanged(change: ChangeRef, outcome: RotationOutcome | RotationResolution, at: Date): NewEvent {
+  const { rotationId, assetId, network } = change;
+  return { type: 'asset.password.changed', network, data: { assetId, network, rotationId, outcome, at: at.toISOString() } };
+}
+
+// The audit row of a new change; with an outcome already known (stored at once, a rollback), its
+// event, dated with the change.
+export async function recordPasswordChange(
+  tx: Executor,
+  audit: ChangeRef & { actorClientId: string; generated: boolean | null; changedAt: Date; outcome: RotationOutcome | null },
+): Promise<void> {
+  const { rotationId, changedAt, outcome, ...rest } = audit;
+  await insertPasswordChange(tx, { id: rotationId, changedAt, outcome, ...rest });
+  if (outcome !== null) await appendEvents(tx, [passwordChanged(audit, outcome, changedAt)]);
+}
+
+// The outcome of a change whose command went to the station. `at`: when it took effect (the
+// switch's passwordChangedAt); by default the database's time of the update.
+export async function recordOutcome(tx: Executor, change: ChangeRef, outcome: RotationOutcome, at?: Date): Promise<void> {
+  const updatedAt = await updatePasswordChange(tx, change.rotationId, { outcome });
+  await appendEvents(tx, [passwordChanged(change, outcome, at ?? updatedAt)]);
+}
+
+// How an UNCONFIRMED change ended: an event of its own, under that change's id.
+export async function recordResolution(tx: Executor, change: ChangeRef, resolution: RotationResolution): Promise<void> {
+  const resolvedAt = await updatePasswordChange(tx, change.rotationId, { resolution });
+  await appendEvents(tx, [passwordChanged(change, resolution, resolvedAt)]);
+}
+
+// A station tried the password its latest switch retired: the rotation's staleLoginAt, and on the
+// first such login of that rotation an `asset.password.ignored` event. Later tries update the time
+// only, so a station that retries for days raises one event, not one per try.
+export async function recordReplacedLogin(tx: Executor, assetId: string): Promise<void> {
+  const marked = await markStaleLogin(tx, assetId);
+  if (!marked?.first) return;
+  const { network, rotationId, staleLoginAt } = marked;
+  await appendEvents(tx, [{ type: 'asset.password.ignored', network, data: { assetId, network, rotationId, at: staleLoginAt.toISOString() } }]);
+}
