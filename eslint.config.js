@@ -19,6 +19,7 @@ const PARTS = {
     'src/ids.ts',
     'src/identifiers.ts',
     'src/identifier-schemas.ts',
+    'src/paging-schemas.ts',
     'src/ocpp-vocabulary.ts',
     'src/network-scope.ts',
     'src/batching.ts',

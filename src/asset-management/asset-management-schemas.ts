@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { identifierSchema, nameSchema } from '../identifier-schemas.js';
 import { LISTED_ID } from '../identifiers.js';
+import { envelope, page, pageLimit } from '../paging-schemas.js';
 import { OCPP_2_0_1, OCPP_VERSIONS, SECURITY_PROFILES, type OcppVersion } from '../ocpp-vocabulary.js';
 import { CONNECTION_TYPES, CONNECTOR_FORMATS, POWER_TYPES } from './asset-management-tables.js';
 import { stationOutput } from './station-link.js';
@@ -126,17 +127,9 @@ export const chargingStationModelOutput = z.object({
 
 export type ChargingStationModel = z.output<typeof chargingStationModelOutput>;
 
-export const DEFAULT_PAGE_SIZE = 20;
-
 export const pageQuery = z
   .object({
-    // Digits only: z.coerce.number() would also take " 5", "5.0" and "0x10".
-    limit: z
-      .string()
-      .regex(/^(100|[1-9][0-9]?)$/, 'must be an integer from 1 to 100')
-      .transform(Number)
-      .default(DEFAULT_PAGE_SIZE)
-      .describe(`1 to 100, default ${DEFAULT_PAGE_SIZE}`),
+    limit: pageLimit,
     startingAfter: idSchema.optional().describe('the last id of the previous page'),
   })
   .strict();
@@ -240,8 +233,6 @@ export const changePasswordUnconfirmedOutput = z
   .describe('no answer in time, the connection dropped, or RebootRequired: both passwords work until the station logs in with one')
   .meta({ examples: [{ id: 'CP-1', status: 'UNCONFIRMED' }] });
 
-export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.object({ items: z.array(item), hasMore: z.boolean() }) });
-
-export const envelope = <T extends z.ZodType>(item: T) => z.object({ data: item });
+export { envelope, page };
 
 export const notModified = z.null().describe('Not modified: the resource still has the ETag given in If-None-Match');

@@ -15,7 +15,6 @@ export const SUBSCRIBABLE_EVENT_TYPES = [
 export const TEST_EVENT_TYPE = 'webhook.test';
 export const EVENT_TYPES = [...SUBSCRIBABLE_EVENT_TYPES, TEST_EVENT_TYPE] as const;
 
-export type SubscribableEventType = (typeof SUBSCRIBABLE_EVENT_TYPES)[number];
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export const subscribableEventTypeSchema = z.enum(SUBSCRIBABLE_EVENT_TYPES);

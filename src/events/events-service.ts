@@ -26,4 +26,4 @@ export async function appendEvents(tx: Executor, batch: readonly NewEvent[]): Pr
 // The caller calls signalNewEvents() after it when the statement appended rows.
 export { appendEventsSql, isoTimeSql } from './events-repository.js';
 export { signalNewEvents };
-export type { NewEvent, PasswordChangedData, PasswordIgnoredData, StationEventData } from './event-types.js';
+export type { NewEvent } from './event-types.js';

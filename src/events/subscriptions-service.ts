@@ -15,7 +15,6 @@ import { DELIVERIES_SHOWN, type CreateSubscriptionInput, type DeliveryOutput, ty
 // network claim makes subscriptions of every network (network null). Another network's is a 404.
 
 export const SUBSCRIPTION_NOT_FOUND = 'SUBSCRIPTION_NOT_FOUND';
-export const TARGET_NOT_ALLOWED = 'TARGET_NOT_ALLOWED';
 
 export interface TargetPolicy {
   allowPrivateTargets: boolean;

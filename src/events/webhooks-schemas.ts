@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { nameSchema } from '../identifier-schemas.js';
+import { envelope, page, pageLimit } from '../paging-schemas.js';
 import { SUBSCRIBABLE_EVENT_TYPES, subscribableEventTypeSchema } from './event-types.js';
 import { DELIVERY_STATES, SUBSCRIPTION_STATUSES } from './events-tables.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).
@@ -7,7 +8,6 @@ import { DELIVERY_STATES, SUBSCRIPTION_STATUSES } from './events-tables.js';
 
 export const URL_MAX = 2000;
 export const DESCRIPTION_MAX = 500;
-export const DEFAULT_PAGE_SIZE = 20;
 export const DELIVERIES_SHOWN = 100;
 
 // Which targets may be reached is decided by target-rules.ts (after the syntax, at creation and at
@@ -53,13 +53,7 @@ export const subscriptionParams = z.object({ id: z.string().min(1).max(128) }).s
 
 export const listSubscriptionsQuery = z
   .object({
-    // Digits only: z.coerce.number() would also take " 5", "5.0" and "0x10".
-    limit: z
-      .string()
-      .regex(/^(100|[1-9][0-9]?)$/, 'must be an integer from 1 to 100')
-      .transform(Number)
-      .default(DEFAULT_PAGE_SIZE)
-      .describe(`1 to 100, default ${DEFAULT_PAGE_SIZE}`),
+    limit: pageLimit,
     startingAfter: z.string().min(1).max(128).optional().describe('the last id of the previous page'),
   })
   .strict();
@@ -117,9 +111,7 @@ export const deliveryOutput = z
 
 export const testEventOutput = z.object({ eventId: z.string().describe('the webhook.test event sent: see …/deliveries') });
 
-export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.object({ items: z.array(item), hasMore: z.boolean() }) });
-
-export const envelope = <T extends z.ZodType>(item: T) => z.object({ data: item });
+export { envelope, page };
 
 export type SubscriptionOutput = z.output<typeof subscriptionOutput>;
 export type DeliveryOutput = z.output<typeof deliveryOutput>;

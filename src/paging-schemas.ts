@@ -1,0 +1,18 @@
+// How the lists of the `{ data }` families page (docs/api.md, "Paging"): `limit` and
+// `startingAfter` (the last id seen), answered `{ data: { items, hasMore } }`; and the `{ data }`
+// envelope of one record. Used by asset management's and the webhooks' schemas.
+import { z } from 'zod';
+
+const DEFAULT_PAGE_SIZE = 20;
+
+// Digits only: z.coerce.number() would also take " 5", "5.0" and "0x10".
+export const pageLimit = z
+  .string()
+  .regex(/^(100|[1-9][0-9]?)$/, 'must be an integer from 1 to 100')
+  .transform(Number)
+  .default(DEFAULT_PAGE_SIZE)
+  .describe(`1 to 100, default ${DEFAULT_PAGE_SIZE}`);
+
+export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.object({ items: z.array(item), hasMore: z.boolean() }) });
+
+export const envelope = <T extends z.ZodType>(item: T) => z.object({ data: item });
