@@ -89,7 +89,7 @@ describe('a station that connects and hangs up', () => {
       ['station.disconnected', s.network, { assetId: s.id, network: s.network, protocol: 'ocpp2.0.1', at: released.disconnected_at }],
     ]);
     // The key order of the contract's data, and nothing else in it.
-    const { rows } = (await t.database.db.execute(sql`select data from events where (data::json ->> 'assetId') = ${s.id} limit 1`)) as unknown as { rows: Array<{ data: string }> };
+    const { rows } = (await t.database.db.execute(sql`select data from events where type like 'station.%' and (data::json ->> 'assetId') = ${s.id} limit 1`)) as unknown as { rows: Array<{ data: string }> };
     expect(Object.keys(JSON.parse(rows[0]!.data) as object)).toEqual(['assetId', 'network', 'protocol', 'at']);
   });
 
