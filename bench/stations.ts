@@ -7,14 +7,15 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RPCClient } from 'ocpp-rpc';
-import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments, sessionOf } from './database.js';
+import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments } from './database.js';
 import { runAbuseGroup } from './abuse.js';
-import { runLoad, type LoadResult } from './load.js';
+import type { LoadResult } from './load.js';
 import { BENCH_DIR, ROOT_DIR } from './options.js';
 import { median } from './report.js';
 import { cpuMs, freePort, LOOPBACK, postgresCpuMs, rssMiB, runCommand, SERVER_NODE, stopAllChildren, stopChild, type Child } from './processes.js';
 import { insertStations, startStations } from './station-fleet.js';
 import { startBenchService } from './bench-service.js';
+import { listBeside } from './payment-requests.js';
 
 interface StationsOptions {
   held: number;
@@ -170,17 +171,7 @@ async function main(): Promise<void> {
       },
       body: 'grant_type=client_credentials',
     }).then(async (r) => `Bearer ${((await r.json()) as { access_token: string }).access_token}`);
-    const list = (seconds: number): Promise<LoadResult> =>
-      runLoad({
-        port,
-        connections: 32,
-        durationSeconds: seconds,
-        next: () => ({
-          method: 'GET',
-          path: `/payments/v1/session-payments?sessionIds=${Array.from({ length: 100 }, () => sessionOf(Math.floor(Math.random() * 10_000))).join(',')}`,
-          headers: { authorization: token },
-        }),
-      });
+    const list = (seconds: number): Promise<LoadResult> => listBeside(port, token, seconds);
     const row = (name: string, r: LoadResult) => log(`  ${name.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} rps  p50 ${r.p50.toFixed(1)} ms  p99 ${r.p99.toFixed(1)} ms  non-2xx ${r.non2xx}  errors ${r.socketErrors}`);
 
     const abuse = () =>

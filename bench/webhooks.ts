@@ -8,10 +8,10 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '../src/auth/clients-service.js';
-import { createBenchTarget, networkOf, openBenchDatabase, query, seedPayments, sessionOf, type BenchTarget } from './database.js';
+import { createBenchTarget, networkOf, openBenchDatabase, query, seedPayments, type BenchTarget } from './database.js';
 import { runLoad, type LoadResult } from './load.js';
 import { parseWebhookOptions, ROOT_DIR } from './options.js';
-import { recordBody } from './payment-requests.js';
+import { listBeside, recordBody } from './payment-requests.js';
 import { median } from './report.js';
 import { startBenchService } from './bench-service.js';
 import { freePort, LOOPBACK, runCommand, SERVER_NODE, stopAllChildren, stopChild } from './processes.js';
@@ -151,17 +151,7 @@ async function main(target: BenchTarget): Promise<void> {
     // 2. A backlog drained: `backlog` events written at once into the outbox (as a pause of the
     // workers would leave them), one active subscription, the 100-ID list measured beside it.
     await setActive(false);
-    const list = (seconds: number) =>
-      runLoad({
-        port,
-        connections: 32,
-        durationSeconds: seconds,
-        next: () => ({
-          method: 'GET',
-          path: `/payments/v1/session-payments?sessionIds=${Array.from({ length: 100 }, () => sessionOf(Math.floor(Math.random() * 10_000))).join(',')}`,
-          headers: { authorization: api.token },
-        }),
-      });
+    const list = (seconds: number) => listBeside(port, api.token, seconds);
     const alone = await list(options.durationSeconds);
     row('list, 100 IDs, no deliveries', alone);
     const enabled = await api.call('PATCH', `/webhooks/v1/subscriptions/${ids.a}`, { status: 'ENABLED' });
