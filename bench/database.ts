@@ -7,7 +7,7 @@ import pg from 'pg';
 import { createClient, type CreatedClient } from '../src/auth/clients-service.js';
 import { openDatabase, sql, type Database } from '../src/db/database.js';
 import { computeBilling, type BillingInput } from '../src/payments/billing.js';
-import { seededRandom } from '../src/cli/demo-data.js';
+import { seededRandom } from '../src/main/cli/demo-data.js';
 import { billedColumns, type NewSessionPaymentRow } from '../src/payments/payments-repository.js';
 import { sessionPayments } from '../src/payments/payments-tables.js';
 import { BENCH_DATABASE_SETTINGS } from './postgres-cluster.js';

@@ -1,5 +1,5 @@
 // `npm run build`: compiles src/ to dist/, initialises the embedded database's template
-// (dist/build-pglite-template.js), then writes dist/.build-stamp, a hash of everything the build
+// (dist/main/build-pglite-template.js), then writes dist/.build-stamp, a hash of everything the build
 // read. `npm start` runs it with --if-changed: a checkout whose stamp still matches is not compiled
 // again (tsc alone costs ~20 s of CPU). Plain JavaScript, so it runs before anything is compiled.
 import { spawnSync } from 'node:child_process';
@@ -72,7 +72,7 @@ function main(root, ifChanged) {
   rmSync(stampPath, { force: true });
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   run(root, [tsc, '-p', 'tsconfig.build.json']);
-  run(root, ['dist/build-pglite-template.js']);
+  run(root, ['dist/main/build-pglite-template.js']);
   writeFileSync(stampPath, `${fingerprint}\n`);
 }
 

@@ -1,9 +1,9 @@
 // The asset-management family's errors: the `{ type, code, message }` family
-// (plugins/errors/typed-error-family.ts) under /asset-management/, its operations' responses, and
+// (http/errors/typed-error-family.ts) under /asset-management/, its operations' responses, and
 // the 409 of an Idempotency-Key still in use.
 import type { z } from 'zod';
-import { IDEMPOTENCY_KEY_IN_USE } from '../idempotency/idempotency-rules.js';
-import { TYPED_ERRORS, typedErrorFamily, typedErrorResponses, type OwnAnswer } from '../plugins/errors/typed-error-family.js';
+import { IDEMPOTENCY_KEY_IN_USE } from '../http/idempotency/idempotency-rules.js';
+import { TYPED_ERRORS, typedErrorFamily, typedErrorResponses, type OwnAnswer } from '../http/errors/typed-error-family.js';
 
 export const ASSET_MANAGEMENT_ERRORS = TYPED_ERRORS;
 

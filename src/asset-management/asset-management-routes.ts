@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
-import { describeErrorShapes } from '../plugins/errors/error-shapes.js';
-import { serveErrorFamily } from '../plugins/errors/error-families.js';
-import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
+import { describeErrorShapes } from '../http/errors/error-shapes.js';
+import { serveErrorFamily } from '../http/errors/error-families.js';
+import { API_ROUTES_NEED } from '../http/plugin-order.js';
 import { ASSET_MANAGEMENT_ERRORS, ASSET_MANAGEMENT_ERROR_FAMILY, assetManagementResponses } from './asset-management-error-family.js';
 import {
   assetOutput,
@@ -67,9 +67,9 @@ const tags = [ASSET_MANAGEMENT_TAG.name];
 async function assetManagementRoutes(app: FastifyInstance, options: AssetManagementRoutesOptions): Promise<void> {
   serveErrorFamily(app, ASSET_MANAGEMENT_ERROR_FAMILY);
   const r = app.withTypeProvider<ZodTypeProvider>();
-  const db = app.services.database.db;
+  const db = app.database.db;
   const { stations } = options;
-  const { ocppMinSecurityProfile } = app.services.config;
+  const { ocppMinSecurityProfile } = app.config;
   // Where a new resource is read: the Location of a 201.
   const location = (collection: string, id: string) => `${app.prefix}/${collection}/${encodeURIComponent(id)}`;
 
@@ -258,7 +258,7 @@ async function assetManagementRoutes(app: FastifyInstance, options: AssetManagem
     },
     async (request, reply) => {
       const { body } = request;
-      const deps = { passwordHashParams: options.passwordHashParams, stations, callTimeoutMs: app.services.config.ocpp.callTimeoutMs };
+      const deps = { passwordHashParams: options.passwordHashParams, stations, callTimeoutMs: app.config.ocpp.callTimeoutMs };
       const result =
         body.rollback === true
           ? ({ status: 200, data: await rollBackAssetPassword(db, request.principal, body.id) } as const)
@@ -275,5 +275,5 @@ export default fp(assetManagementRoutes, {
   name: 'asset-management-routes',
   encapsulate: true,
   dependencies: [...API_ROUTES_NEED, 'stations'],
-  decorators: { fastify: ['services'] },
+  decorators: { fastify: ['database', 'config'] },
 });

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { identifierSchema, nameSchema } from '../identifier-schemas.js';
-import { LISTED_ID } from '../identifiers.js';
-import { envelope, page, pageLimit } from '../paging-schemas.js';
-import { OCPP_2_0_1, OCPP_VERSIONS, SECURITY_PROFILES, type OcppVersion } from '../ocpp-vocabulary.js';
+import { identifierSchema, nameSchema } from '../kernel/identifier-schemas.js';
+import { LISTED_ID } from '../kernel/identifiers.js';
+import { OCPP_2_0_1, OCPP_VERSIONS, SECURITY_PROFILES, type OcppVersion } from '../kernel/ocpp-vocabulary.js';
+import { envelope, page, pageLimit } from '../kernel/paging-schemas.js';
 import { CONNECTION_TYPES, CONNECTOR_FORMATS, POWER_TYPES } from './asset-management-tables.js';
 import { stationOutput } from './station-link.js';
 import { ROTATION_STATES } from './rotation.js';

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { boolean, check, foreignKey, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { isOneOf } from '../db/checks.js';
-import { OCPP_VERSIONS, SECURITY_PROFILES, type SecurityProfile } from '../ocpp-vocabulary.js';
+import { OCPP_VERSIONS, SECURITY_PROFILES, type SecurityProfile } from '../kernel/ocpp-vocabulary.js';
 import { OPEN_STATES, ROTATION_OUTCOMES, ROTATION_RESOLUTIONS, ROTATION_STATES, type RotationOutcome } from './rotation.js';
 
 // The one list of each: the column types, their CHECK constraints and the Zod enums derive from

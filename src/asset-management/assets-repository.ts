@@ -1,8 +1,8 @@
 import { and, asc, eq, gt, inArray, isNotNull, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
-import type { NetworkScope } from '../network-scope.js';
-import type { OcppVersion } from '../ocpp-vocabulary.js';
+import type { NetworkScope } from '../kernel/network-scope.js';
+import type { OcppVersion } from '../kernel/ocpp-vocabulary.js';
 import { assetPasswordChanges, assets } from './asset-management-tables.js';
 import { REPORTING_STATES, type RotationOutcome, type RotationResolution, type RotationState } from './rotation.js';
 

@@ -1,10 +1,10 @@
 import type { Principal } from '../auth/principal.js';
 import type { Executor } from '../db/database.js';
 import { findPgError, isUniqueViolation } from '../db/failures.js';
-import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
-import { newId } from '../ids.js';
-import { coversNetwork, type NetworkScope } from '../network-scope.js';
-import { profileNeedsTls, type SecurityProfile } from '../ocpp-vocabulary.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import { coversNetwork, type NetworkScope } from '../kernel/network-scope.js';
+import { profileNeedsTls, type SecurityProfile } from '../kernel/ocpp-vocabulary.js';
 import { DEFAULT_OCPP_VERSION, type Asset, type CreateAssetInput } from './asset-management-schemas.js';
 import { ASSETS_PKEY, findAsset, insertAsset, listAssets, type AssetRow } from './assets-repository.js';
 import { effectiveState } from './rotation.js';

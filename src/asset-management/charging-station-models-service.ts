@@ -1,8 +1,8 @@
 import type { Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/failures.js';
-import { ConflictError, NotFoundError } from '../errors.js';
-import { newId } from '../ids.js';
-import { profileNeedsTls, type SecurityProfile } from '../ocpp-vocabulary.js';
+import { ConflictError, NotFoundError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import { profileNeedsTls, type SecurityProfile } from '../kernel/ocpp-vocabulary.js';
 import type { ConnectorRecord } from './asset-management-tables.js';
 import type { ChargingStationModel, CreateChargingStationModelInput } from './asset-management-schemas.js';
 import {

@@ -2,7 +2,7 @@
 // the one decision of which scheme a new password gets (hashAssetPassword).
 import { createHmac, randomBytes, scrypt, timingSafeEqual, type BinaryLike, type ScryptOptions } from 'node:crypto';
 import argon2 from 'argon2';
-import { OCPP_1_6, type OcppVersion } from '../ocpp-vocabulary.js';
+import { OCPP_1_6, type OcppVersion } from '../kernel/ocpp-vocabulary.js';
 import { passwordHashQueue } from './password-hash-queue.js';
 
 // Where a slow hash runs: the process's bounded hashing queue (the default), or at once, for a

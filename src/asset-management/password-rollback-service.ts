@@ -4,10 +4,10 @@
 // row-locked transaction that decides with rotation.ts, like every other change of the slots.
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
-import { ConflictError } from '../errors.js';
-import { newId } from '../ids.js';
-import type { NetworkScope } from '../network-scope.js';
-import { profileUsesClientCertificates } from '../ocpp-vocabulary.js';
+import { ConflictError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import type { NetworkScope } from '../kernel/network-scope.js';
+import { profileUsesClientCertificates } from '../kernel/ocpp-vocabulary.js';
 import { lockRotation, restoreReplaced } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
 import { recordPasswordChange } from './password-audit-service.js';

@@ -4,10 +4,10 @@
 // rotation.ts; none is open while the station is waited for.
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
-import { BadRequestError, ConflictError } from '../errors.js';
-import { newId } from '../ids.js';
-import type { NetworkScope } from '../network-scope.js';
-import { profileUsesClientCertificates } from '../ocpp-vocabulary.js';
+import { BadRequestError, ConflictError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import type { NetworkScope } from '../kernel/network-scope.js';
+import { profileUsesClientCertificates } from '../kernel/ocpp-vocabulary.js';
 import { claimRotation, dropPending, findAsset, lockRotation, markUnconfirmed, promotePending, updateAssetPassword } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
 import { recordOutcome, recordPasswordChange, recordResolution } from './password-audit-service.js';

@@ -1,7 +1,7 @@
 // What an asset's password may be in each OCPP version, and the passwords the service generates.
 // Pure rules: no I/O.
 import { randomBytes, randomInt } from 'node:crypto';
-import { OCPP_1_6, OCPP_2_0_1, type OcppVersion } from '../ocpp-vocabulary.js';
+import { OCPP_1_6, OCPP_2_0_1, type OcppVersion } from '../kernel/ocpp-vocabulary.js';
 
 // OCPP 2.0.1 passwordString (A00.FR.205): exactly these 71 characters.
 const OCPP201_ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789*-_=:+|@.';

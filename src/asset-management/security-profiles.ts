@@ -1,4 +1,4 @@
-import { ConflictError } from '../errors.js';
+import { ConflictError } from '../kernel/errors.js';
 
 // The 409 code of every conflict between a request and the OCPP security profiles in force.
 export const CONFLICTING_SECURITY_PROFILE_STATE = 'CONFLICTING_SECURITY_PROFILE_STATE';

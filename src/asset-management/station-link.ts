@@ -3,7 +3,7 @@
 // can be reached now, and the delivery of a new password. The stations area depends on asset
 // management, never the other way round; the linter holds both directions (eslint.config.js).
 import { z } from 'zod';
-import { OCPP_SUBPROTOCOLS } from '../ocpp-vocabulary.js';
+import { OCPP_SUBPROTOCOLS } from '../kernel/ocpp-vocabulary.js';
 import type { StationAnswer } from './rotation.js';
 
 const dateTime = z.string().describe('ISO 8601 UTC date-time with milliseconds');

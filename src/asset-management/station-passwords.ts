@@ -1,5 +1,5 @@
 // How the password bytes a station sends in its Basic Auth header compare with a stored hash.
-import { OCPP_1_6, OCPP_2_0_1, type OcppVersion } from '../ocpp-vocabulary.js';
+import { OCPP_1_6, OCPP_2_0_1, type OcppVersion } from '../kernel/ocpp-vocabulary.js';
 import { passwordScheme, verifyPassword } from './password-hashing.js';
 import { passwordProblem } from './password-rules.js';
 

@@ -1,10 +1,10 @@
 import fastifyJwt from '@fastify/jwt';
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import type { AppConfig } from '../config.js';
+import type { AppConfig } from '../kernel/config.js';
 import type { Database } from '../db/database.js';
-import { ForbiddenError, UnauthorizedError } from '../errors.js';
-import { canonicalText } from '../identifiers.js';
+import { ForbiddenError, UnauthorizedError } from '../kernel/errors.js';
+import { canonicalText } from '../kernel/identifiers.js';
 import { createBootstrapClientIfNone, type CreatedClient } from './clients-service.js';
 import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from './key-resolver.js';
 import { OAUTH_ERROR_FAMILY } from './oauth-error-family.js';

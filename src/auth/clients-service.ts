@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Executor } from '../db/database.js';
-import { canonicalText, describeProblem, identifierProblems, LISTED_ID } from '../identifiers.js';
-import { newId } from '../ids.js';
+import { canonicalText, describeProblem, identifierProblems, LISTED_ID } from '../kernel/identifiers.js';
+import { newId } from '../kernel/ids.js';
 import * as clients from './clients-repository.js';
 import { SCOPES, isScope } from './scopes.js';
 

@@ -1,6 +1,6 @@
 import { KeyObject, createPublicKey, type webcrypto } from 'node:crypto';
 import { createRemoteJWKSet, errors } from 'jose';
-import { UnauthorizedError } from '../errors.js';
+import { UnauthorizedError } from '../kernel/errors.js';
 import type { Db } from '../db/database.js';
 import { listVerificationKeys } from './signing-keys-repository.js';
 

@@ -2,9 +2,9 @@
 // RFC 6749's temporarily_unavailable for a 503; the statuses it does not name (405, 408, 429,
 // 500) keep the `{ message }` body (a throttled token request is not an invalid_request).
 import { z } from 'zod';
-import { cut, renderError, renderPlainError, unavailableOf, type ErrorRenderer } from '../plugins/errors/error-rendering.js';
-import { messageBody, type ErrorTable } from '../plugins/errors/error-shapes.js';
-import type { ErrorFamily } from '../plugins/errors/error-families.js';
+import { cut, renderError, renderPlainError, unavailableOf, type ErrorRenderer } from '../http/errors/error-rendering.js';
+import { messageBody, type ErrorTable } from '../http/errors/error-shapes.js';
+import type { ErrorFamily } from '../http/errors/error-families.js';
 import { OAuthError } from './oauth-error.js';
 
 const oauthErrorBody = z.object({ error: z.string(), error_description: z.string() });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RequestValidationError } from '../errors.js';
+import { RequestValidationError } from '../kernel/errors.js';
 import { OAuthError } from './oauth-error.js';
 
 // Control characters (and unpaired surrogates) belong in no token request: PostgreSQL refuses NUL in

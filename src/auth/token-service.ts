@@ -1,6 +1,6 @@
 import { createPrivateKey, randomUUID } from 'node:crypto';
 import { createSigner } from 'fast-jwt';
-import type { AppConfig } from '../config.js';
+import type { AppConfig } from '../kernel/config.js';
 import type { Db } from '../db/database.js';
 import { authenticateClient } from './clients-service.js';
 import { OAuthError } from './oauth-error.js';

@@ -1,4 +1,4 @@
-import { ServiceUnavailableError } from '../errors.js';
+import { ServiceUnavailableError } from '../kernel/errors.js';
 
 // /readyz must answer within 2 s; this leaves room for the rest of the request.
 export const PING_TIMEOUT_MS = 1500;

@@ -1,5 +1,5 @@
 import { DrizzleQueryError } from 'drizzle-orm/errors';
-import { AppError, ServiceUnavailableError } from '../errors.js';
+import { AppError, ServiceUnavailableError } from '../kernel/errors.js';
 
 // What a database failure means: a rule the database enforced (a unique violation), "unavailable,
 // retry" (a 503), a class for the metrics, and what of it a log line may show.

@@ -1,6 +1,6 @@
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
-import { AppError } from '../errors.js';
+import { AppError } from '../kernel/errors.js';
 import type { Database, Db } from './database.js';
 import { ignore, PING_TIMEOUT_MS, withDeadline } from './deadline.js';
 import { connectionSettings } from './pooler.js';

@@ -1,7 +1,7 @@
 import { desc, eq, gt, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
-import type { NetworkScope } from '../network-scope.js';
+import type { NetworkScope } from '../kernel/network-scope.js';
 import { events, webhookDeliveries, webhookSubscriptions } from './events-tables.js';
 
 export type SubscriptionRow = typeof webhookSubscriptions.$inferSelect;

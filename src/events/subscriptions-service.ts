@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Executor } from '../db/database.js';
-import { BadRequestError, NotFoundError } from '../errors.js';
-import { newId } from '../ids.js';
-import type { NetworkScope } from '../network-scope.js';
+import { BadRequestError, NotFoundError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import type { NetworkScope } from '../kernel/network-scope.js';
 import type { WebhookTestData } from './event-types.js';
 import * as subscriptions from './subscriptions-repository.js';
 import type { DeliveryView, SubscriptionRow } from './subscriptions-repository.js';

@@ -19,7 +19,7 @@ const SCRAPE_REUSE_MS = 1_000;
 // The delivery worker of this replica, started once the app is ready and stopped before the
 // database closes, and its figures on /metrics.
 async function webhooksPlugin(app: FastifyInstance, options: WebhooksPluginOptions): Promise<void> {
-  const { config, database } = app.services;
+  const { config, database } = app;
   const deliveries = new Counter({
     name: 'webhook_deliveries_total',
     help: 'Webhook attempts by outcome: succeeded, retrying (failed, to be made again), failed (the last retry failed)',
@@ -76,4 +76,4 @@ async function webhooksPlugin(app: FastifyInstance, options: WebhooksPluginOptio
   });
 }
 
-export default fp(webhooksPlugin, { name: 'webhooks', dependencies: ['database', 'observability'], decorators: { fastify: ['services'] } });
+export default fp(webhooksPlugin, { name: 'webhooks', dependencies: ['database', 'observability'], decorators: { fastify: ['database', 'config'] } });

@@ -3,9 +3,9 @@ import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireScope } from '../auth/auth-plugin.js';
-import { describeErrorShapes } from '../plugins/errors/error-shapes.js';
-import { serveErrorFamily } from '../plugins/errors/error-families.js';
-import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
+import { describeErrorShapes } from '../http/errors/error-shapes.js';
+import { serveErrorFamily } from '../http/errors/error-families.js';
+import { API_ROUTES_NEED } from '../http/plugin-order.js';
 import type { ResolveHost } from './target-rules.js';
 import {
   SUBSCRIPTION_NOT_FOUND,
@@ -57,8 +57,8 @@ export interface WebhooksRoutesOptions {
 async function webhooksRoutes(app: FastifyInstance, options: WebhooksRoutesOptions): Promise<void> {
   serveErrorFamily(app, WEBHOOKS_ERROR_FAMILY);
   const r = app.withTypeProvider<ZodTypeProvider>();
-  const { db } = app.services.database;
-  const policy = { allowPrivateTargets: app.services.config.webhooks.allowPrivateTargets, resolve: options.resolveHost };
+  const { db } = app.database;
+  const policy = { allowPrivateTargets: app.config.webhooks.allowPrivateTargets, resolve: options.resolveHost };
   const one = '/subscriptions/:id';
 
   r.post(
@@ -204,5 +204,5 @@ export default fp(webhooksRoutes, {
   name: 'webhooks-routes',
   encapsulate: true,
   dependencies: [...API_ROUTES_NEED],
-  decorators: { fastify: ['services'] },
+  decorators: { fastify: ['database', 'config'] },
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { nameSchema } from '../identifier-schemas.js';
-import { envelope, page, pageLimit } from '../paging-schemas.js';
+import { nameSchema } from '../kernel/identifier-schemas.js';
+import { envelope, page, pageLimit } from '../kernel/paging-schemas.js';
 import { SUBSCRIBABLE_EVENT_TYPES, subscribableEventTypeSchema } from './event-types.js';
 import { DELIVERY_STATES, SUBSCRIPTION_STATUSES } from './events-tables.js';
 // Request schemas validate; response schemas only document (the app serialises with JSON.stringify).

@@ -1,9 +1,9 @@
 // The payments family's errors: their shapes by status (the one statement of them), the renderer
 // that writes them, and the response schemas the API reference takes from them.
 import { z } from 'zod';
-import { familyRenderer } from '../plugins/errors/error-rendering.js';
-import { documentedErrors, fixedMembers, messageBody, type ErrorTable } from '../plugins/errors/error-shapes.js';
-import type { ErrorFamily } from '../plugins/errors/error-families.js';
+import { familyRenderer } from '../http/errors/error-rendering.js';
+import { documentedErrors, fixedMembers, messageBody, type ErrorTable } from '../http/errors/error-shapes.js';
+import type { ErrorFamily } from '../http/errors/error-families.js';
 
 const issue = z.object({ code: z.string(), message: z.string(), path: z.array(z.union([z.string(), z.number()])) });
 

@@ -1,7 +1,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
-import type { NetworkScope } from '../network-scope.js';
+import type { NetworkScope } from '../kernel/network-scope.js';
 import type { BillingInput, BillingResult } from './billing.js';
 import { sessionPayments } from './payments-tables.js';
 

@@ -3,10 +3,10 @@ import fp from 'fastify-plugin';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireScope } from '../auth/auth-plugin.js';
-import { describeErrorShapes } from '../plugins/errors/error-shapes.js';
-import { serveErrorFamily } from '../plugins/errors/error-families.js';
-import { jsonBodyParser } from '../plugins/json-body.js';
-import { API_ROUTES_NEED } from '../plugins/plugin-order.js';
+import { describeErrorShapes } from '../http/errors/error-shapes.js';
+import { serveErrorFamily } from '../http/errors/error-families.js';
+import { jsonBodyParser } from '../http/json-body.js';
+import { API_ROUTES_NEED } from '../http/plugin-order.js';
 import type { SessionPaymentJson } from './payments-repository.js';
 import * as service from './payments-service.js';
 import {
@@ -40,7 +40,7 @@ const tags = [PAYMENTS_TAG.name];
 async function paymentsRoutes(app: FastifyInstance): Promise<void> {
   serveErrorFamily(app, PAYMENTS_ERROR_FAMILY);
   const routes = app.withTypeProvider<ZodTypeProvider>();
-  const { db } = app.services.database;
+  const { db } = app.database;
   const readers = requireScope('read:sessionpayment', 'write:sessionpayment');
   const writers = requireScope('write:sessionpayment');
 
@@ -149,4 +149,4 @@ async function paymentsRoutes(app: FastifyInstance): Promise<void> {
   });
 }
 
-export default fp(paymentsRoutes, { name: 'payments-routes', encapsulate: true, dependencies: API_ROUTES_NEED, decorators: { fastify: ['services'] } });
+export default fp(paymentsRoutes, { name: 'payments-routes', encapsulate: true, dependencies: API_ROUTES_NEED, decorators: { fastify: ['database'] } });

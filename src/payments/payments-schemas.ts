@@ -2,9 +2,9 @@
 // and generate the OpenAPI description. Response schemas document only; a payment is answered as
 // the JSON text PostgreSQL rendered when its row was written, errors with JSON.stringify.
 import { z } from 'zod';
-import { MAX_ISSUES } from '../errors.js';
-import { identifierSchema } from '../identifier-schemas.js';
-import { LISTED_ID, MAX_ID_LENGTH, UNLISTED_ID, exceedsIdLength, splitList } from '../identifiers.js';
+import { MAX_ISSUES } from '../kernel/errors.js';
+import { identifierSchema } from '../kernel/identifier-schemas.js';
+import { LISTED_ID, MAX_ID_LENGTH, UNLISTED_ID, exceedsIdLength, splitList } from '../kernel/identifiers.js';
 import { MAX_AMOUNT, isActiveCurrency } from './billing.js';
 import { PAYMENT_STATUSES, PAYMENT_TYPES } from './payments-tables.js';
 

@@ -1,10 +1,10 @@
 import type { Db, Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/failures.js';
 import { appendEvents } from '../events/events-service.js';
-import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
-import { newId } from '../ids.js';
-import { hasForbiddenCharacter } from '../identifiers.js';
-import { coversNetwork, type NetworkScope } from '../network-scope.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import { hasForbiddenCharacter } from '../kernel/identifiers.js';
+import { coversNetwork, type NetworkScope } from '../kernel/network-scope.js';
 import { computeBilling, isFreeConsistent } from './billing.js';
 import * as payments from './payments-repository.js';
 import type { SessionPaymentJson } from './payments-repository.js';

@@ -88,7 +88,8 @@ interface AskMessage {
   assetId: string;
 }
 
-interface HeldMessage {
+// The answer to an AskMessage (wire tag `held`).
+interface HoldsReply {
   t: 'held';
   id: string;
   held: boolean;
@@ -177,9 +178,9 @@ export function createPgCommandBus(options: PgBusOptions): CommandBus {
   }
 
   function receive(payload: string): void {
-    let message: CommandMessage | AnswerMessage | AskMessage | HeldMessage;
+    let message: CommandMessage | AnswerMessage | AskMessage | HoldsReply;
     try {
-      message = JSON.parse(payload) as CommandMessage | AnswerMessage | AskMessage | HeldMessage;
+      message = JSON.parse(payload) as CommandMessage | AnswerMessage | AskMessage | HoldsReply;
     } catch {
       return;
     }
@@ -188,7 +189,7 @@ export function createPgCommandBus(options: PgBusOptions): CommandBus {
       return;
     }
     if (message?.t === 'ask' && typeof message.id === 'string' && typeof message.from === 'string' && typeof message.assetId === 'string') {
-      const reply: HeldMessage = { t: 'held', id: message.id, held: options.holds(message.assetId) };
+      const reply: HoldsReply = { t: 'held', id: message.id, held: options.holds(message.assetId) };
       options.notify(channelOf(message.from), JSON.stringify(reply)).catch((error: unknown) =>
         log.warn({ station: message.assetId, err: loggableError(error) }, 'could not answer another replica about a station'),
       );

@@ -1,6 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
-import { ofHeldRows, stationRows, type StationEventSql } from './station-sql.js';
+import { ofCurrentEpochRows, stationRows, type StationEventSql } from './station-sql.js';
 import { stationConnections, stationReplicas, stationTakeovers } from './stations-tables.js';
 
 // The replicas' leases, the takeover notices between them, and what happens to the stations of a
@@ -111,7 +111,7 @@ export async function reattachStations(db: Executor, replicaId: string, held: Ar
     sql`
     with back as (
       update station_connections c set replica_id = ${replicaId}, disconnected_at = null
-      ${ofHeldRows(held, {})} and c.replica_id is null
+      ${ofCurrentEpochRows(held, {})} and c.replica_id is null
       returning c.asset_id, c.network, c.protocol, now() as at),
     appended as (${events.connected(sql`back`)})
     select count(*)::int as n from back`,

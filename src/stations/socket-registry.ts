@@ -2,7 +2,7 @@
 // (the highest epoch, the claim's number in the connection table). An older socket is closed when
 // a newer login of the station opens one, here or, as the takeover notices say, on another replica.
 import type { FastifyBaseLogger } from 'fastify';
-import type { StationSocket } from './ocpp-adapter.js';
+import type { StationSocket } from './ocpp/ocpp-adapter.js';
 
 export interface StationSession {
   // The claim's epoch; null when the station did not offer its version's subprotocol, so it was
@@ -13,7 +13,7 @@ export interface StationSession {
 export type ClaimedSocket = StationSocket<StationSession>;
 
 // Kept small: thousands of these are held per process.
-export interface HeldSocket {
+export interface RegisteredSocket {
   socket: ClaimedSocket;
   epoch: number;
   // Any message or pong from the station moves it, in memory only.
@@ -27,11 +27,11 @@ export interface SeenDue {
   assetId: string;
   epoch: number;
   lastSeenAt: Date;
-  held: HeldSocket;
+  held: RegisteredSocket;
 }
 
 export interface SocketRegistry {
-  get(identity: string): HeldSocket | undefined;
+  get(identity: string): RegisteredSocket | undefined;
   has(identity: string): boolean;
   // The socket of the claim at `epoch` opened: held, unless a newer login of the station claimed
   // it first (then it is closed, and false).
@@ -55,12 +55,12 @@ const REPLACED = 'Replaced by a newer connection';
 
 // `seenWriteMs`: how often one station's lastSeenAt is written at most (stationTimings).
 export function createSocketRegistry(log: FastifyBaseLogger, seenWriteMs: number): SocketRegistry {
-  const held = new Map<string, HeldSocket>();
+  const held = new Map<string, RegisteredSocket>();
   // Takeover notices for stations claimed here whose sockets had not opened yet, kept until the
   // next lease renewal: the socket opens milliseconds after its claim.
   const takeovers = new Map<string, number>();
 
-  function replace(identity: string, entry: HeldSocket): void {
+  function replace(identity: string, entry: RegisteredSocket): void {
     held.delete(identity);
     entry.socket.close(1000, REPLACED);
   }
@@ -84,7 +84,7 @@ export function createSocketRegistry(log: FastifyBaseLogger, seenWriteMs: number
       const now = Date.now();
       // The first write falls anywhere in the interval: stations that connected together (a storm)
       // do not all come due in the same second ever after.
-      const entry: HeldSocket = { socket, epoch, lastSeenAt: now, seenWrittenAt: now, nextSeenWriteAt: now + Math.random() * seenWriteMs };
+      const entry: RegisteredSocket = { socket, epoch, lastSeenAt: now, seenWrittenAt: now, nextSeenWriteAt: now + Math.random() * seenWriteMs };
       held.set(identity, entry);
       socket.onActivity(() => {
         entry.lastSeenAt = Date.now();

@@ -1,8 +1,8 @@
 // What one station may cost the service, whatever it sends: the numbers, and the pure rules that
 // read a frame before the OCPP-J library does. docs/stations.md tells operators what a station
 // sees at each bound.
-import { jsonNestingDepth } from '../json-depth.js';
-import { codecOf } from './ocpp-codec.js';
+import { jsonNestingDepth } from '../http/json-depth.js';
+import { codecOf } from './ocpp/ocpp-codec.js';
 
 // Calls of a station's own that the service has received and not answered yet. OCPP-J lets a
 // station have one; a few more forgive a station that sends its next call as its answer is on the

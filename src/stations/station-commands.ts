@@ -6,8 +6,8 @@ import type { PasswordCommand, StationAnswer, StationLink } from '../asset-manag
 import { sql, type Db } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
 import { createInProcessBus, createPgCommandBus, type CommandBus } from './command-bus.js';
-import { OcppCallError } from './ocpp-adapter.js';
-import { codecOf } from './ocpp-codec.js';
+import { OcppCallError } from './ocpp/ocpp-adapter.js';
+import { codecOf } from './ocpp/ocpp-codec.js';
 import type { ReplicaKeys } from './sealed-box.js';
 import type { SocketRegistry } from './socket-registry.js';
 import { stationConnected } from './station-presence.js';

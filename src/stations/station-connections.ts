@@ -9,12 +9,12 @@ import type { FastifyBaseLogger } from 'fastify';
 import { ID_PATTERN, type StationLink } from '../asset-management/station-credentials-service.js';
 import type { Db } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
-import { newId } from '../ids.js';
-import type { SecurityProfile } from '../ocpp-vocabulary.js';
+import { newId } from '../kernel/ids.js';
+import type { SecurityProfile } from '../kernel/ocpp-vocabulary.js';
 import { createConnectionHealing } from './connection-healing.js';
 import { createLoginGate, type LoginLimits } from './login-gate.js';
-import { createOcppEndpoint } from './ocpp-adapter.js';
-import { codecOf } from './ocpp-codec.js';
+import { createOcppEndpoint } from './ocpp/ocpp-adapter.js';
+import { codecOf } from './ocpp/ocpp-codec.js';
 import { createReplicaLease } from './replica-lease.js';
 import { makeReplicaKeys } from './sealed-box.js';
 import { createSocketRegistry, type StationSession } from './socket-registry.js';
@@ -56,7 +56,8 @@ export interface StationConnections extends StationLink {
   handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void;
   // Sends a command to a station connected to this replica.
   call(identity: string, method: string, params: unknown, timeoutMs: number): Promise<unknown>;
-  isHeld(identity: string): boolean;
+  // Whether the station's socket is in this replica's registry.
+  isConnectedHere(identity: string): boolean;
   // Logins waiting for a slow password hash, and those hashing now.
   readonly loginQueue: { readonly waiting: number; readonly running: number };
   // Asks every station connected here to reconnect (a stop after the drain); resolves once their
@@ -138,7 +139,7 @@ export function createStationConnections(options: StationConnectionsOptions): St
     views: (assetIds) => stationViews(db, assetIds),
     sendPasswordChange: (command) => commands.sendPasswordChange(command),
     isConnected: (assetId, deadline) => commands.isConnected(assetId, deadline),
-    isHeld: (identity) => registry.has(identity),
+    isConnectedHere: (identity) => registry.has(identity),
     loginQueue: gate.hashQueue,
     moveStations: (waitMs) => askToReconnect(registry.sockets(), waitMs),
     async close() {

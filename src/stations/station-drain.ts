@@ -1,6 +1,6 @@
 // The stations of a replica that is about to stop are asked to reconnect: through the load
 // balancer, which has taken this replica out by then, they reach one that is not stopping.
-import type { StationSocket } from './ocpp-adapter.js';
+import type { StationSocket } from './ocpp/ocpp-adapter.js';
 
 // 1012 "Service Restart" in the WebSocket close code registry: the server is going away and the
 // client should connect again. ocpp-rpc's client reconnects after any close it did not ask for

@@ -1,7 +1,7 @@
 // The OCPP actions a station may send that the service handles, in any version: its codec reads
 // them (ocpp-codec.ts). Every other action gets the library's NotImplemented.
 import type { FastifyBaseLogger } from 'fastify';
-import type { OcppCodec } from './ocpp-codec.js';
+import type { OcppCodec } from './ocpp/ocpp-codec.js';
 import type { ClaimedSocket } from './socket-registry.js';
 import { MAX_CONNECTOR_STATUSES } from './station-bounds.js';
 import type { StationStatements } from './station-statements.js';

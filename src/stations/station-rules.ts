@@ -1,6 +1,6 @@
 // Pure rules of a station's login and of its connection's bookkeeping, without I/O.
 import type { IncomingHttpHeaders } from 'node:http';
-import { profileNeedsTls, profileUsesClientCertificates, type SecurityProfile } from '../ocpp-vocabulary.js';
+import { profileNeedsTls, profileUsesClientCertificates, type SecurityProfile } from '../kernel/ocpp-vocabulary.js';
 
 // X-Forwarded-Proto of a trusted proxy: every hop it lists must have been TLS, so a proxy that
 // appends to a value the station sent cannot be talked into profile 2 by that value.

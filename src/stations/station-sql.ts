@@ -27,7 +27,7 @@ export function stationRows<T extends { assetId: string; epoch: number }>(items:
 
 // What an update of the stations' connection rows (alias c) reads: each row only while its epoch
 // is the one named, so a newer connection's row is left alone.
-export function ofHeldRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]>): SQL {
+export function ofCurrentEpochRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]>): SQL {
   return sql`from ${stationRows(items, columns)} where c.asset_id = r.asset_id and c.epoch = r.epoch`;
 }
 

@@ -1,9 +1,9 @@
 // The statements of connecting and connected stations (login read, claim, boot, connector status,
-// release, last seen), batched (src/batching.ts) and on the stations' share of the database pool.
+// release, last seen), batched (src/stations/batching.ts) and on the stations' share of the database pool.
 import pLimit from 'p-limit';
 import { readStationLogins, type StationLoginRow } from '../asset-management/station-credentials-service.js';
 import type { Db } from '../db/database.js';
-import { createBatcher } from '../batching.js';
+import { createBatcher } from './batching.js';
 import { MAX_CONNECTOR_STATUSES } from './station-bounds.js';
 import { stationEvents } from './station-events.js';
 import {

@@ -12,9 +12,9 @@ declare module 'fastify' {
 
 // The OCPP-J endpoint on the service's own HTTP server. buildApp never listens,
 // but the http.Server exists on the instance, so its upgrades are wired here; a TLS listener
-// (lifecycle.ts) hands its upgrades to the same `app.stations.handleUpgrade`.
+// (main/listeners.ts) hands its upgrades to the same `app.stations.handleUpgrade`.
 async function stationsPlugin(app: FastifyInstance, opts: { loginLimits?: Partial<LoginLimits> | undefined }): Promise<void> {
-  const { config, database } = app.services;
+  const { config, database } = app;
   const replacedLogins = new Counter({
     name: 'ocpp_replaced_password_logins_total',
     help: 'Station logins refused because they used the password the latest rotation replaced (the station acknowledged a change it did not apply)',
@@ -65,5 +65,5 @@ async function stationsPlugin(app: FastifyInstance, opts: { loginLimits?: Partia
 }
 
 // Its start writes this replica's lease (the database migrated first) and it counts into the
-// app's metrics registry. `services` is buildApp's own, decorated before any plugin.
-export default fp(stationsPlugin, { name: 'stations', dependencies: ['database', 'observability'], decorators: { fastify: ['services'] } });
+// app's metrics registry. `database` and `config` are buildApp's own, decorated before any plugin.
+export default fp(stationsPlugin, { name: 'stations', dependencies: ['database', 'observability'], decorators: { fastify: ['database', 'config'] } });

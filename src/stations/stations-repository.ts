@@ -1,11 +1,11 @@
 import { inArray, sql } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
-import type { OcppSubprotocol } from '../ocpp-vocabulary.js';
-import { LAPSED_AT, ofHeldRows, stationRows, type StationEventSql } from './station-sql.js';
+import type { OcppSubprotocol } from '../kernel/ocpp-vocabulary.js';
+import { LAPSED_AT, ofCurrentEpochRows, stationRows, type StationEventSql } from './station-sql.js';
 import { stationConnections, stationReplicas, type ConnectorStatusRecord } from './stations-tables.js';
 
 // The statements every connecting station runs (claim, boot, connector status, release) take many
-// stations at once (src/batching.ts gathers them): one statement of constant text with arrays for
+// stations at once (src/stations/batching.ts gathers them): one statement of constant text with arrays for
 // parameters, so a storm of 2,000 stations is a few dozen statements, not 8,000.
 
 export interface StationClaim {
@@ -72,7 +72,7 @@ export async function releaseStations(db: Executor, releases: StationRelease[], 
     with released as (
       update station_connections c
          set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
-      ${ofHeldRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })} and c.replica_id is not null
+      ${ofCurrentEpochRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })} and c.replica_id is not null
       returning c.asset_id, c.network, c.protocol, c.disconnected_at as at),
     appended as (${events.disconnected(sql`released`)})
     select count(*)::int as n from released`,
@@ -129,7 +129,7 @@ export async function recordBoots(db: Executor, boots: StationBoot[]): Promise<v
     update station_connections c
        set vendor = r.vendor, model = r.model, serial_number = r.serial_number, firmware_version = r.firmware_version,
            booted_at = now(), last_seen_at = now()
-    ${ofHeldRows(boots, {
+    ${ofCurrentEpochRows(boots, {
       vendor: ['text', (b) => b.vendor],
       model: ['text', (b) => b.model],
       serial_number: ['text', (b) => b.serialNumber],
@@ -161,7 +161,7 @@ export async function recordConnectorStatuses(db: Executor, updates: StationConn
              when c.connector_statuses ? r.key or (select count(*) from jsonb_object_keys(c.connector_statuses)) < ${maxKeys}
              then c.connector_statuses || jsonb_build_object(r.key, r.status)
              else c.connector_statuses end
-    ${ofHeldRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}
+    ${ofCurrentEpochRows(updates, { key: ['text', (u) => u.key], status: ['jsonb', (u) => JSON.stringify(u.status)] })}
     returning r.asset_id, c.connector_statuses ? r.key as stored`,
   );
   const byId = new Map(rows.map((r) => [r.asset_id, r.stored]));
@@ -177,7 +177,7 @@ export async function touchStations(db: Executor, seen: Array<{ assetId: string;
   await db.execute(sql`
     update station_connections c
        set last_seen_at = greatest(c.last_seen_at, r.seen)
-    ${ofHeldRows(seen, { seen: ['timestamptz', (s) => s.lastSeenAt.toISOString()] })}`);
+    ${ofCurrentEpochRows(seen, { seen: ['timestamptz', (s) => s.lastSeenAt.toISOString()] })}`);
 }
 
 export interface StationRow {

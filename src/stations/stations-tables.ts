@@ -1,5 +1,5 @@
 import { bigint, index, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
-import type { OcppSubprotocol } from '../ocpp-vocabulary.js';
+import type { OcppSubprotocol } from '../kernel/ocpp-vocabulary.js';
 
 // One row per running replica (its id is made at start, in memory): the lease says it is alive.
 // A replica that dies stops renewing, and every station it held reads disconnected once the lease
@@ -55,7 +55,7 @@ export const stationConnections = pgTable(
 // A station's connection taken from one replica by a newer one on another, written by a trigger in
 // the claiming statement itself (migrations/0008): the older replica reads and deletes its rows at
 // each lease renewal and closes those sockets. Reading only what changed keeps that renewal cheap
-// with 10,000 stations held, where re-reading every held row cost ~30 ms per replica per tick.
+// with 10,000 stations connected, where re-reading every connected row cost ~30 ms per replica per renewal.
 export const stationTakeovers = pgTable(
   'station_takeovers',
   {

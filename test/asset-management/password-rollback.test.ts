@@ -1,7 +1,7 @@
 // change-password with `{ id, rollback: true }` through the HTTP interface, for assets whose
 // station has never logged in (each change is stored at once): what it restores, what it records,
 // when there is nothing to roll back, and how it refuses what it must not take. The station's side
-// (a station that acknowledged a change and kept its old password) is test/stations/password-rollback.test.ts.
+// (a station that acknowledged a change and kept its old password) is test/asset-management/station-password-rollback.test.ts.
 import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-tables.js';

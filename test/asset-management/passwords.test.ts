@@ -13,7 +13,7 @@ import {
 } from '../../src/asset-management/password-hashing.js';
 import { PASSWORD_RULES, generatePassword, passwordProblem } from '../../src/asset-management/password-rules.js';
 import { stationPasswordText, verifyStationPassword } from '../../src/asset-management/station-passwords.js';
-import { OCPP_VERSIONS, type OcppVersion } from '../../src/ocpp-vocabulary.js';
+import { OCPP_VERSIONS, type OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 // Written out independently of the implementation so a typo there cannot hide here.

@@ -2,7 +2,7 @@
 // overflow the test's own stack, and numbers like 1e309 have no JSON.stringify form.
 import { createRequire } from 'node:module';
 import fc from 'fast-check';
-import type { OcppVersion } from '../../src/ocpp-vocabulary.js';
+import type { OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
 
 // Every version the service speaks: a new one does not compile here until the fuzzer has its
 // schemas and frames.

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { RPCClient } from 'ocpp-rpc';
 import WebSocket from 'ws';
-import { OCPP_VERSIONS, subprotocolOf } from '../../src/ocpp-vocabulary.js';
+import { OCPP_VERSIONS, subprotocolOf } from '../../src/kernel/ocpp-vocabulary.js';
 import { callParams, closingFrame, frameArb, MAX_FRAME_BYTES, type Frame, type Version } from './ocpp-fuzz-frames.js';
 import { expectationOf, judge, matchAnswers, readAnswer, type Seen } from './ocpp-fuzz-oracle.js';
 

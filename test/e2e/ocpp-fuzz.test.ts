@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OCPP_VERSIONS } from '../../src/ocpp-vocabulary.js';
+import { OCPP_VERSIONS } from '../../src/kernel/ocpp-vocabulary.js';
 import { bootstrapToken, killProcess, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { stationClient, type StationClient } from '../helpers/station-factory.js';

@@ -8,7 +8,7 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
 import { rowsOf } from '../../src/db/database.js';
 import { passwordChangedDataSchema, passwordIgnoredDataSchema } from '../../src/events/event-types.js';
-import { subprotocolOf, type OcppVersion } from '../../src/ocpp-vocabulary.js';
+import { subprotocolOf, type OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
 import { ASSET_WRITER, familyError } from '../helpers/asset-factory.js';
 import {
   PASSWORD_COMMAND,
@@ -82,7 +82,7 @@ const silent = () => new Promise(() => undefined);
 
 async function disconnect(s: ProvisionedStation & { client: StationClient }): Promise<void> {
   await s.client.close({ force: true });
-  await vi.waitFor(() => expect(t.app.stations.isHeld(s.id)).toBe(false));
+  await vi.waitFor(() => expect(t.app.stations.isConnectedHere(s.id)).toBe(false));
   await vi.waitFor(async () => {
     const read = await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } });
     expect(read.json().data.station.connected).toBe(false);

@@ -3554,7 +3554,11 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "status": "DISABLED"
+                 *       "events": [
+                 *         "payment.recorded",
+                 *         "payment.collected"
+                 *       ],
+                 *       "status": "ENABLED"
                  *     }
                  */
                 "application/json": {

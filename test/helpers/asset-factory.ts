@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import type { OcppVersion } from '../../src/ocpp-vocabulary.js';
+import { buildApp } from '../../src/main/app.js';
+import { loadConfig } from '../../src/kernel/config.js';
+import type { OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
 import type { TestApp, TokenOptions } from './test-app.js';
 
 // Fresh names per call: tests share one app (and database) per file, so no two may collide.

@@ -6,7 +6,7 @@ import { requireAdmin, requireScope } from '../../src/auth/auth-plugin.js';
 import { listVerificationKeys } from '../../src/auth/signing-keys-repository.js';
 import { createTestApp, type TestApp, type TestAppOptions } from './test-app.js';
 
-// Routes that exist only in foundation tests: they exercise the auth pipeline (token → scope/role)
+// Routes that exist only in tests of the shared plumbing: they exercise the auth pipeline (token → scope/role)
 // in both error families without depending on the real payments / asset-management routes.
 export const PAYMENTS_PROBE = '/payments/v1/_probe';
 export const ASSETS_PROBE = '/asset-management/v1/_probe';

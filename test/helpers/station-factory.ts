@@ -3,7 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { RPCClient } from 'ocpp-rpc';
-import { subprotocolOf, type OcppVersion } from '../../src/ocpp-vocabulary.js';
+import { subprotocolOf, type OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
 import { createTestApp, type TestApp, type TestAppOptions } from './test-app.js';
 import { ASSET_WRITER, createAsset } from './asset-factory.js';
 import { CHEAP_HASH } from './password-hash-params.js';

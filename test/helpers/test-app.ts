@@ -1,9 +1,9 @@
 import { afterAll, beforeAll } from 'vitest';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
+import { buildApp } from '../../src/main/app.js';
 import type { Argon2Params } from '../../src/asset-management/password-hashing.js';
-import { loadConfig, type AppConfig } from '../../src/config.js';
+import { loadConfig, type AppConfig } from '../../src/kernel/config.js';
 import type { Database } from '../../src/db/database.js';
 import type { LoginLimits } from '../../src/stations/login-gate.js';
 import type { ResolveHost } from '../../src/events/target-rules.js';

@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { seedDemoData } from '../../src/cli/demo-data.js';
+import { seedDemoData } from '../../src/main/cli/demo-data.js';
 import { listPaymentsJson } from '../../src/payments/payments-repository.js';
 import { PAYMENT_TYPES, sessionPayments } from '../../src/payments/payments-tables.js';
 import { recordBodySchema, type SessionPayment } from '../../src/payments/payments-schemas.js';

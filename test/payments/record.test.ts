@@ -4,7 +4,7 @@ import { findPgError } from '../../src/db/failures.js';
 import type { BillingInput } from '../../src/payments/billing.js';
 import { insertPayment } from '../../src/payments/payments-repository.js';
 import type { SessionPayment } from '../../src/payments/payments-schemas.js';
-import { newId } from '../../src/ids.js';
+import { newId } from '../../src/kernel/ids.js';
 import { useTestApp } from '../helpers/test-app.js';
 import {
   RECORD_URL,

@@ -330,7 +330,7 @@ describe('connection state', () => {
     // The older socket's close must not disconnect the newer one.
     await vi.waitFor(async () => expect((await connectionRow(s.id))!.epoch).toBe(2));
     expect(await readStation(s.id)).toMatchObject({ connected: true });
-    expect(t.app.stations.isHeld(s.id)).toBe(true);
+    expect(t.app.stations.isConnectedHere(s.id)).toBe(true);
   });
 
   it('connections of one identity that arrive together (their claims share a batch) leave exactly one open, the one with the newest epoch', async () => {
@@ -344,7 +344,7 @@ describe('connection state', () => {
     expect(await survivor.call('Heartbeat', {})).toEqual({ currentTime: expect.stringMatching(ISO_MS) });
     expect((await connectionRow(s.id))!.epoch).toBe(5);
     expect(await readStation(s.id)).toMatchObject({ connected: true });
-    expect(t.app.stations.isHeld(s.id)).toBe(true);
+    expect(t.app.stations.isConnectedHere(s.id)).toBe(true);
     // A release clears the row only at its own epoch: the survivor's close disconnects the
     // station only if the survivor holds epoch 5.
     await survivor.close({ force: true });
@@ -479,8 +479,8 @@ describe('two replicas on one database', () => {
       });
       await second.connect();
       expect((await firstClosed).code).toBe(1000);
-      expect(t.app.stations.isHeld(s.id)).toBe(false);
-      expect(other.app.stations.isHeld(s.id)).toBe(true);
+      expect(t.app.stations.isConnectedHere(s.id)).toBe(false);
+      expect(other.app.stations.isConnectedHere(s.id)).toBe(true);
       expect(await readStation(s.id)).toMatchObject({ connected: true });
       expect((await connectionRow(s.id))!.replicaId).toBe(other.app.stations.replicaId);
       await second.close({ force: true });

@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import { request } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenOcppTls, type OcppTlsListener } from '../../src/lifecycle.js';
+import { listenOcppTls, type OcppTlsListener } from '../../src/main/listeners.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';
 import { provisionStation, refusedWith, stationClient } from '../helpers/station-factory.js';

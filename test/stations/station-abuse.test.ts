@@ -486,7 +486,7 @@ onServer?.('a newer login that hangs up while its claim waits (PostgreSQL)', () 
       newer.destroy();
       await holder.query('rollback');
       await vi.waitFor(() => expect(olderClosedWith).toBe(1000), { timeout: 5000, interval: 20 });
-      expect(t.app.stations.isHeld(s.id)).toBe(false);
+      expect(t.app.stations.isConnectedHere(s.id)).toBe(false);
       await vi.waitFor(async () => expect((await readAsset(t, s.id)).json().data.station.connected).toBe(false));
     } finally {
       await holder.query('rollback').catch(() => undefined);

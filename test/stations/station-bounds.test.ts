@@ -145,11 +145,11 @@ describe('bytes waiting to be sent', () => {
     // Each answer repeats the unknown action's name: about 200 KB for every call, which the
     // station never reads. 300 of them are 60 MB, far more than the kernel's buffers take.
     const action = 'A'.repeat(200_000);
-    for (let i = 0; i < 300 && t.app.stations.isHeld(a.id); i++) {
+    for (let i = 0; i < 300 && t.app.stations.isConnectedHere(a.id); i++) {
       abuser.ws.send(JSON.stringify([2, `unread-${i}`, action, {}]));
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    await vi.waitFor(() => expect(t.app.stations.isHeld(a.id)).toBe(false), { timeout: 5000, interval: 20 });
+    await vi.waitFor(() => expect(t.app.stations.isConnectedHere(a.id)).toBe(false), { timeout: 5000, interval: 20 });
     expect(logsOf(a.id, 'crossed a per-station bound').join('\n')).toContain('does not read');
     await vi.waitFor(async () => expect((await readStation(a.id)).connected).toBe(false));
     expect(await bystander.call('Heartbeat', {})).toEqual({ currentTime: expect.any(String) });

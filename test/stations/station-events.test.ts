@@ -161,7 +161,7 @@ describe('a station taken over by another replica', () => {
       const newer = station(s);
       await newer.connect();
       // The older replica reads its takeover notice at its next renewal and closes the older socket.
-      await vi.waitFor(() => expect(other.app.stations.isHeld(s.id)).toBe(false), { timeout: 5000 });
+      await vi.waitFor(() => expect(other.app.stations.isConnectedHere(s.id)).toBe(false), { timeout: 5000 });
       expect(await readConnected(s.id)).toBe(true);
       expect(await typesOf(s.id)).toEqual(['station.connected']);
       await closed(newer);

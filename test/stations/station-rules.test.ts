@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ID_PATTERN } from '../../src/asset-management/asset-management-schemas.js';
-import { readCredentials } from '../../src/stations/ocpp-adapter.js';
+import { readCredentials } from '../../src/stations/ocpp/ocpp-adapter.js';
 import { forwardedOverTls, ocppIdentity, profileProblem, releaseRetryDelayMs, stationTimings, storableText } from '../../src/stations/station-rules.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/kernel/config.js';
 
 describe('profileProblem', () => {
   it('property: profile 3 never, profile 2 only over TLS, profile 1 anywhere; the network minimum counts', () => {

@@ -126,7 +126,7 @@ describe('the lease renewal reconciles the rows of its replica', () => {
       // Renewed and reconciled several times meanwhile: the held station is left alone.
       await sleep(1500);
       expect(await readStation(live.id)).toMatchObject({ connected: true });
-      expect(other.app.stations.isHeld(live.id)).toBe(true);
+      expect(other.app.stations.isConnectedHere(live.id)).toBe(true);
     } finally {
       await other.close();
     }
@@ -364,7 +364,7 @@ onServer?.('terminated backends (PostgreSQL)', () => {
         { timeout: 15_000, interval: 250 },
       );
       for (const s of holding) expect(await readStation(s.id)).toMatchObject({ connected: true });
-      expect(holding.every((s) => t.app.stations.isHeld(s.id))).toBe(true);
+      expect(holding.every((s) => t.app.stations.isConnectedHere(s.id))).toBe(true);
     } finally {
       await killer.end().catch(() => undefined);
     }

@@ -1,0 +1,180 @@
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import closeWithGrace from 'close-with-grace';
+import type { FastifyInstance, FastifyListenOptions } from 'fastify';
+import type { AppConfig } from '../kernel/config.js';
+import { tlsTimeLimits } from '../http/time-limits.js';
+
+// Extra listening sockets on the port, each handing its connections to the one server. libuv
+// accepts one connection per listening socket per turn of the event loop (libuv#3696), and with
+// the API busy a turn takes milliseconds: a reconnect storm then waits in the kernel's queue at
+// about 200 stations a second. With SO_REUSEPORT (Node 22.12+ and 23.1+ on Linux, the Docker
+// image's Node 24) the kernel spreads new connections over all the sockets, and each accepts one
+// per turn. Where the option is not supported (Node 20) it is ignored, the first extra socket
+// fails to bind, and the port keeps its one socket.
+const EXTRA_ACCEPTORS = 7;
+
+async function listenOn(server: NetServer, options: { host: string; port: number; backlog: number }): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ ...options, reusePort: true }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+// A listening socket on `options.port` that hands each connection it accepts to `target`, with the
+// socket options the target's own socket would have given it (HTTP servers accept with TCP_NODELAY
+// and half-open sockets allowed; a plain net server would not). The target's close closes it too
+// and calls back only once the connections it handed over have ended: the server counts only the
+// connections its own socket accepted, and Fastify's close would otherwise call back, and close
+// the database, while a request that came through this socket still runs.
+export async function listenAcceptor(
+  target: NetServer,
+  options: { host: string; port: number; backlog: number },
+  onError: (error: Error) => void,
+): Promise<NetServer> {
+  const own = target as NetServer & { noDelay?: boolean; allowHalfOpen?: boolean; keepAlive?: boolean; keepAliveInitialDelay?: number };
+  const acceptor = createNetServer(
+    { noDelay: own.noDelay ?? true, allowHalfOpen: own.allowHalfOpen ?? false, keepAlive: own.keepAlive ?? false, keepAliveInitialDelay: own.keepAliveInitialDelay ?? 0 },
+    (socket) => target.emit('connection', socket),
+  );
+  await listenOn(acceptor, options);
+  // After the bind: an accept that fails (EMFILE in a storm) is reported, never thrown.
+  acceptor.on('error', onError);
+  // A net server's close event waits for every connection it accepted, handed over or not.
+  const drained = new Promise<void>((resolve) => acceptor.once('close', () => resolve()));
+  const close = target.close.bind(target);
+  target.close = ((callback?: (error?: Error) => void) => {
+    acceptor.close();
+    return close((error?: Error) => void drained.then(() => callback?.(error)));
+  }) as typeof target.close;
+  return acceptor;
+}
+
+// Up to EXTRA_ACCEPTORS more sockets on the target's port; how many could bind.
+async function addAcceptors(target: NetServer, options: { host: string; backlog: number }, onError: (error: Error) => void): Promise<number> {
+  const { port } = target.address() as AddressInfo;
+  let count = 0;
+  for (; count < EXTRA_ACCEPTORS; count++) {
+    try {
+      await listenAcceptor(target, { host: options.host, port, backlog: options.backlog }, onError);
+    } catch {
+      break;
+    }
+  }
+  return count;
+}
+
+// A listening socket's error once it listens is an accept that failed (EMFILE in a storm): the
+// connection is lost, the socket listens on.
+function acceptErrorLog(app: FastifyInstance): (error: Error) => void {
+  return (error) => app.log.warn({ err: error }, 'a connection could not be accepted');
+}
+
+async function assertPortFree(host: string, port: number): Promise<void> {
+  const probe = createNetServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen({ host, port }, () => resolve());
+  });
+  await new Promise((resolve) => probe.close(resolve));
+}
+
+export interface OcppTlsListener {
+  server: HttpsServer;
+  port: number;
+  close(): Promise<void>;
+}
+
+// The service's own TLS listener for OCPP security profile 2: stations connect
+// with wss:// to this port and reach the same endpoint as on the plain port, which knows the
+// connection is encrypted. It serves nothing but the OCPP upgrade.
+export async function listenOcppTls(
+  app: FastifyInstance,
+  options: { host: string; port: number; certFile: string; keyFile: string; requestTimeoutMs: number; backlog: number },
+): Promise<OcppTlsListener> {
+  // The API port's time limits, the TLS handshake included.
+  const limits = tlsTimeLimits(options.requestTimeoutMs);
+  const server = createHttpsServer(
+    {
+      cert: readFileSync(options.certFile),
+      key: readFileSync(options.keyFile),
+      ...limits,
+    },
+    (_request, response) => {
+      response.writeHead(404, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+      response.end(JSON.stringify({ message: 'Only the OCPP endpoint /ocpp/{identity} is served on this port' }));
+    },
+  );
+  server.keepAliveTimeout = limits.keepAliveTimeout;
+  server.on('upgrade', app.stations.handleUpgrade);
+  // A failed TLS handshake is the client's problem; Node destroys that socket itself.
+  server.on('tlsClientError', () => undefined);
+  await listenOn(server, { port: options.port, host: options.host, backlog: options.backlog });
+  server.on('error', acceptErrorLog(app));
+  await addAcceptors(server, options, acceptErrorLog(app));
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    close: async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+// Longest wait for the stations' closing handshakes before the endpoint cuts what is left.
+const STATIONS_MOVE_WAIT_MS = 1000;
+
+// SIGTERM, the stop of a replica behind a load balancer: /readyz answers 503 for the drain while
+// everything else is still served, so the balancer's health checks take the replica out before
+// it stops accepting (a request it sends meanwhile is answered, not refused).
+async function drain(app: FastifyInstance, drainMs: number): Promise<void> {
+  app.startDraining();
+  app.log.info({ drainMs }, 'draining: /readyz answers 503 until the stop begins');
+  await sleep(drainMs);
+}
+
+// Listens and wires SIGTERM/SIGINT: on SIGTERM the drain first; then the stations are asked to
+// reconnect (to another replica, through the balancer), the listening sockets close, in-flight
+// requests finish, the database closes (an onClose hook), exit 0. A stop slower than the timeout,
+// the drain included, exits 1.
+export async function runServer(
+  app: FastifyInstance,
+  config: Pick<AppConfig, 'host' | 'port' | 'shutdownTimeoutMs' | 'shutdownDrainMs' | 'requestTimeoutMs' | 'listenBacklog'> & { ocpp?: AppConfig['ocpp'] },
+): Promise<string> {
+  let tls: OcppTlsListener | undefined;
+  closeWithGrace({ delay: config.shutdownTimeoutMs, logger: false }, async ({ signal, err }) => {
+    if (err) app.log.error({ err }, 'fatal error, shutting down');
+    else app.log.info({ signal }, 'shutting down');
+    // SIGINT is someone at a terminal: no balancer waits for it.
+    if (signal === 'SIGTERM' && config.shutdownDrainMs > 0) await drain(app, config.shutdownDrainMs);
+    const moved = await app.stations.moveStations(STATIONS_MOVE_WAIT_MS);
+    if (moved > 0) app.log.info({ stations: moved }, 'stations asked to reconnect');
+    // The server's close closes every socket of the port (listenAcceptor); the stations'
+    // sockets still open, on either listener, close in the app's preClose; then the TLS port.
+    await app.close();
+    await tls?.close();
+  });
+  const onAcceptError = acceptErrorLog(app);
+  // With SO_REUSEPORT a second copy of the service (its sockets ask for it too) would share the
+  // port instead of failing: a socket that does not ask for it finds out whether anything holds
+  // the port, and leaves it to this one.
+  if (config.port !== 0) await assertPortFree(config.host, config.port);
+  // Fastify hands the options to server.listen: reusePort lets the acceptors share the port.
+  const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog, reusePort: true } as FastifyListenOptions);
+  app.server.on('error', onAcceptError);
+  const extra = await addAcceptors(app.server, { host: config.host, backlog: config.listenBacklog }, onAcceptError);
+  app.log.info({ sockets: extra + 1 }, 'listening sockets on the port');
+  if (config.ocpp?.tls) {
+    tls = await listenOcppTls(app, { host: config.host, ...config.ocpp.tls, requestTimeoutMs: config.requestTimeoutMs, backlog: config.listenBacklog });
+    app.log.info({ port: tls.port }, 'OCPP TLS listener ready');
+  }
+  return address;
+}

@@ -1,0 +1,167 @@
+// The listening sockets of a real service process (the HTTP port and the OCPP TLS port): their
+// backlog (LISTEN_BACKLOG) and, where Node supports SO_REUSEPORT, the extra sockets that accept
+// beside the first (src/main/listeners.ts). What the kernel has is read back with `ss`: one LISTEN line
+// per socket, whose Send-Q column is its backlog after Linux's cap at net.core.somaxconn.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer, request, type Server as HttpServer } from 'node:http';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { listenAcceptor } from '../../src/main/listeners.js';
+import { freePort } from '../helpers/probe-app.js';
+import { killProcess, outputLines, runProcess, startService } from '../helpers/service-process.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'listen-backlog-'));
+const running: Array<Awaited<ReturnType<typeof startService>>> = [];
+
+afterAll(async () => {
+  await Promise.all(running.map((r) => killProcess(r.child)));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+// The backlog of each listening socket on the port.
+function backlogsOf(port: number): number[] {
+  const lines = execFileSync('ss', ['-Hltn', `sport = :${port}`], { encoding: 'utf8' }).trim().split('\n');
+  return lines.map((line) => {
+    // State Recv-Q Send-Q Local-Address:Port Peer-Address:Port
+    const columns = line.trim().split(/\s+/);
+    if (columns[0] !== 'LISTEN') throw new Error(`no listening socket on ${port}: ${JSON.stringify(line)}`);
+    return Number(columns[2]);
+  });
+}
+
+const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+
+function listen(server: Server, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host: '127.0.0.1', port, reusePort: true }, () => resolve());
+  });
+}
+
+// Whether this Node binds two sockets to one port with reusePort (22.12+, 23.1+); Node 20
+// ignores the option and the second bind fails.
+async function nodeSharesPorts(): Promise<boolean> {
+  const first = createServer();
+  const second = createServer();
+  try {
+    await listen(first, 0);
+    await listen(second, (first.address() as { port: number }).port);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    first.close();
+    second.close();
+  }
+}
+
+function status(port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/healthz', agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('listening sockets', () => {
+  it('LISTEN_BACKLOG sets the accept queue of every socket of the HTTP port and of the OCPP TLS port', async () => {
+    const certFile = join(dir, 'cert.pem');
+    const keyFile = join(dir, 'key.pem');
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+      '-subj', '/CN=localhost', '-keyout', keyFile, '-out', certFile,
+    ], { stdio: 'ignore' });
+    const tlsPort = await freePort();
+    const service = await startService({
+      DATA_DIR: join(dir, 'data-set'),
+      LISTEN_BACKLOG: '1000',
+      OCPP_TLS_PORT: String(tlsPort),
+      OCPP_TLS_CERT_FILE: certFile,
+      OCPP_TLS_KEY_FILE: keyFile,
+    });
+    running.push(service);
+    const httpPort = Number(new URL(service.base).port);
+    const sockets = (await nodeSharesPorts()) ? 8 : 1;
+    expect(backlogsOf(httpPort)).toEqual(Array(sockets).fill(Math.min(1000, somaxconn)));
+    expect(backlogsOf(tlsPort)).toEqual(Array(sockets).fill(Math.min(1000, somaxconn)));
+  });
+
+  it('the backlog defaults to 4096 (as far as the kernel allows), not Node’s 511; with SO_REUSEPORT, 8 sockets accept on the port and every connection reaches the service', async () => {
+    const service = await startService({ DATA_DIR: join(dir, 'data-default') });
+    running.push(service);
+    const port = Number(new URL(service.base).port);
+    const sockets = (await nodeSharesPorts()) ? 8 : 1;
+    expect(backlogsOf(port)).toEqual(Array(sockets).fill(Math.min(4096, somaxconn)));
+    // Fresh connections, spread by the kernel over the sockets: each is answered by the one app.
+    const statuses = await Promise.all(Array.from({ length: 64 }, () => status(port)));
+    expect(statuses).toEqual(Array(64).fill(200));
+  });
+
+  it('a port another copy of the service holds (its socket asks for SO_REUSEPORT too) is in use: one line naming it, exit 1, not a shared port', async () => {
+    const other = createServer();
+    await listen(other, 0);
+    const port = (other.address() as { port: number }).port;
+    try {
+      const second = await runProcess(['src/server.ts'], { DATA_DIR: join(dir, 'data-second'), PORT: String(port) });
+      expect(second.code).toBe(1);
+      expect(outputLines(second.stderr)).toEqual([`failed to start: 127.0.0.1:${port} is already in use (another process listens there): stop it, or set PORT`]);
+    } finally {
+      other.close();
+    }
+  });
+});
+
+// The hand-over itself, on any Node: an acceptor on a port of its own (Node 20 cannot share one).
+describe('an acceptor socket handing its connections to the server', () => {
+  function get(port: number, path: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve(body));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  it('the server answers what it accepts; the server’s close closes it and calls back only after a request that came through it has finished; a failed accept is reported, not thrown', async () => {
+    let started = false;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const target: HttpServer = createHttpServer((req, res) => {
+      void (async () => {
+        if (req.url === '/slow') {
+          started = true;
+          await gate;
+        }
+        res.end(`served ${req.url}`);
+      })();
+    });
+    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+    const errors: Error[] = [];
+    const acceptor = await listenAcceptor(target, { host: '127.0.0.1', port: 0, backlog: 16 }, (error) => errors.push(error));
+    const port = (acceptor.address() as { port: number }).port;
+
+    expect(await get(port, '/fast')).toBe('served /fast');
+    const slow = get(port, '/slow');
+    await vi.waitFor(() => expect(started).toBe(true));
+    let closed = false;
+    target.close(() => (closed = true));
+    await expect(get(port, '/fast')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    expect(closed).toBe(false);
+    release();
+    expect(await slow).toBe('served /slow');
+    await vi.waitFor(() => expect(closed).toBe(true));
+
+    acceptor.emit('error', Object.assign(new Error('accept EMFILE'), { code: 'EMFILE' }));
+    expect(errors.map((e) => e.message)).toEqual(['accept EMFILE']);
+  });
+});
+
