@@ -4,6 +4,15 @@
 // without it; both windows measure the same things: the service's RSS, the 100-ID payment list's
 // and /healthz's p99, and how long another station takes to log in from another address.
 // Figures, never pass/fail tests: the targets are printed next to them.
+//
+// The attackers model remote ones: a remote attacker's CPU is not the service's. On one machine
+// they would take the service's cores (its slow /healthz and logins during a login crowd were the
+// attackers' own process at work), so they run with SCHED_IDLE (`chrt --idle 0`): they get only
+// the CPU nothing else wants, the service and the measuring clients always go first. They honour
+// nothing else (no Retry-After, no backoff). So an attack is as strong as the spare CPU of the
+// machine; the attacker's counts (calls sent, attempts) are printed with each figure.
+import { spawnSync } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RPCClient } from 'ocpp-rpc';
@@ -46,6 +55,7 @@ const HEALTHZ_RATE = 50;
 const WRONG_PASSWORD_LOOPS = 300;
 const TRICKLE_SOCKETS = 500;
 const SETTLE_LIMIT_SECONDS = 60;
+const WARM_UP_SECONDS = 5;
 
 interface LoginTimes {
   ms: number[];
@@ -113,8 +123,11 @@ async function settle(pid: number, limitSeconds: number): Promise<{ seconds: num
   return { seconds: limitSeconds, settled: false };
 }
 
+// SCHED_IDLE where util-linux's chrt is installed; otherwise the attackers compete with the service.
+const IDLE_PREFIX = spawnSync('chrt', ['--idle', '0', 'true']).status === 0 ? 'chrt --idle 0 ' : '';
+
 function startAttacker(ctx: AbuseContext, name: string, env: Record<string, string>) {
-  const child = startChild(`abuse-${name}`, 'sh', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec node --import tsx bench/station-abuse.ts'], {
+  const child = startChild(`abuse-${name}`, 'sh', ['-c', `ulimit -n "$(ulimit -Hn)" && exec ${IDLE_PREFIX}node --import tsx bench/station-abuse.ts`], {
     cwd: ROOT_DIR,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: String(ctx.port), DURATION_SECONDS: String(ctx.windowSeconds + 1), ...env },
     logFile: join(ctx.dir, `abuse-${name}.log`),
@@ -147,7 +160,7 @@ function startAttacker(ctx: AbuseContext, name: string, env: Record<string, stri
 
 // One window: the list and /healthz under load, the probe logins, the service's RSS sampled every
 // 100 ms; with `attack`, while it runs.
-async function measureWindow(ctx: AbuseContext, pid: number, attack?: { name: string; env: Record<string, string> }): Promise<Window> {
+async function measureWindow(ctx: AbuseContext, pid: number, seconds: number, attack?: { name: string; env: Record<string, string> }): Promise<Window> {
   // From before the attacker starts: a flood is under way the moment it reports it has started.
   const rssBeforeMiB = rssMiB(pid) ?? NaN;
   let rssPeakMiB = rssBeforeMiB;
@@ -161,15 +174,15 @@ async function measureWindow(ctx: AbuseContext, pid: number, attack?: { name: st
       runLoad({
         port: ctx.port,
         connections: LIST_CONNECTIONS,
-        durationSeconds: ctx.windowSeconds,
+        durationSeconds: seconds,
         next: () => ({
           method: 'GET',
           path: `/payments/v1/session-payments?sessionIds=${Array.from({ length: 100 }, () => sessionOf(Math.floor(Math.random() * 10_000))).join(',')}`,
           headers: { authorization: ctx.token },
         }),
       }),
-      runPaced({ port: ctx.port, rate: HEALTHZ_RATE, durationSeconds: ctx.windowSeconds, next: () => ({ method: 'GET', path: '/healthz' }) }),
-      probeLogins(ctx, ctx.windowSeconds),
+      runPaced({ port: ctx.port, rate: HEALTHZ_RATE, durationSeconds: seconds, next: () => ({ method: 'GET', path: '/healthz' }) }),
+      probeLogins(ctx, seconds),
     ]);
     const serviceCores = ((cpuMs(pid) ?? 0) - cpuBefore) / (performance.now() - started);
     let result: Record<string, unknown> | undefined;
@@ -235,25 +248,31 @@ export async function runAbuseGroup(ctx: AbuseContext): Promise<Record<string, u
     },
   ];
   const figures: Record<string, unknown> = {};
-  ctx.log(`\nabuse: for each attack a fresh service process, ${ctx.windowSeconds} s without the attack, then ${ctx.windowSeconds} s with it; list (100 IDs) at ${LIST_CONNECTIONS} connections, /healthz at ${HEALTHZ_RATE}/s, a login of two other stations from ${PROBE_ADDRESS} every second`);
+  ctx.log(`\nabuse: for each attack a fresh service process, ${ctx.windowSeconds} s without the attack, then ${ctx.windowSeconds} s with it; list (100 IDs) at ${LIST_CONNECTIONS} connections, /healthz at ${HEALTHZ_RATE}/s, a login of two other stations from ${PROBE_ADDRESS} every second; attackers ${IDLE_PREFIX ? 'with SCHED_IDLE (chrt --idle 0)' : 'at normal priority (no chrt on this machine)'}`);
   for (const attack of attacks) {
     const pid = await ctx.restartService();
-    const without = await measureWindow(ctx, pid);
-    const during = await measureWindow(ctx, pid, attack);
+    // A fresh process grows its heap to what the load needs in its first seconds: not the attack's.
+    await measureWindow(ctx, pid, Math.min(WARM_UP_SECONDS, ctx.windowSeconds));
+    const without = await measureWindow(ctx, pid, ctx.windowSeconds);
+    // The machine's load as the attack starts (other work on it slows every figure).
+    const load = loadavg()[0]!;
+    const during = await measureWindow(ctx, pid, ctx.windowSeconds, attack);
     // How long what the attack left queued in the service runs on after it.
     const busy = await settle(pid, SETTLE_LIMIT_SECONDS);
     const rssAfterMiB = rssMiB(pid) ?? NaN;
-    const growth = during.rssPeakMiB - during.rssBeforeMiB;
+    // The attack's own growth: its peak over the peak of the same load without it (the list, /healthz
+    // and the logins leave garbage of their own, collected or not).
+    const growth = during.rssPeakMiB - without.rssPeakMiB;
     const listRatio = during.list.p99 / without.list.p99;
     const healthzRatio = during.healthz.p99 / without.healthz.p99;
-    ctx.log(`  ${attack.name}: ${attack.title}`);
+    ctx.log(`  ${attack.name}: ${attack.title} (load average ${load.toFixed(1)} as it started)`);
     ctx.log(`    attacker: ${JSON.stringify(during.attacker ?? {})}`);
-    ctx.log(`    RSS ${during.rssBeforeMiB.toFixed(0)} -> peak ${during.rssPeakMiB.toFixed(0)} MiB: +${growth.toFixed(0)} MiB${attack.rssTarget ? ` (target <= +${attack.rssTarget} MB)` : ''}; ${rssAfterMiB.toFixed(0)} MiB once settled; service ${during.serviceCores.toFixed(2)} cores (${without.serviceCores.toFixed(2)} without), busy ${busy.settled ? '' : 'still after '}${busy.seconds.toFixed(0)} s after the attack`);
+    ctx.log(`    RSS peak ${during.rssPeakMiB.toFixed(0)} MiB with the attack, ${without.rssPeakMiB.toFixed(0)} MiB with the same load without it: ${growth >= 0 ? '+' : ''}${growth.toFixed(0)} MiB${attack.rssTarget ? ` (target <= +${attack.rssTarget} MB)` : ''} (${during.rssBeforeMiB.toFixed(0)} MiB as the attack started, ${rssAfterMiB.toFixed(0)} MiB once settled); service ${during.serviceCores.toFixed(2)} cores (${without.serviceCores.toFixed(2)} without), busy ${busy.settled ? '' : 'still after '}${busy.seconds.toFixed(0)} s after the attack`);
     ctx.log(`    list p99 ${ms(during.list.p99)} vs ${ms(without.list.p99)} without: ${listRatio.toFixed(2)}x (${during.list.rps.toFixed(0)} vs ${without.list.rps.toFixed(0)} rps, non-2xx ${during.list.non2xx}, errors ${during.list.socketErrors})`);
     ctx.log(`    /healthz p99 ${ms(during.healthz.p99)} vs ${ms(without.healthz.p99)} without: ${healthzRatio.toFixed(2)}x (target <= 2x; non-2xx ${during.healthz.non2xx}, errors ${during.healthz.socketErrors})`);
     ctx.log(`    another station's login from ${PROBE_ADDRESS}, HMAC: ${loginText(during.logins.hmac)}; without: ${loginText(without.logins.hmac)}`);
     ctx.log(`    another station's login from ${PROBE_ADDRESS}, argon2id: ${loginText(during.logins.argon2id)}; without: ${loginText(without.logins.argon2id)}${attack.loginTargetMs ? ` (target: every login within ${attack.loginTargetMs} ms; slowest: ${slowest(during.logins.hmac, during.logins.argon2id)})` : ''}`);
-    figures[attack.name] = { without, during, rssGrowthMiB: growth, rssAfterMiB, busyAfter: busy, listP99Ratio: listRatio, healthzP99Ratio: healthzRatio };
+    figures[attack.name] = { without, during, rssGrowthMiB: growth, loadAverage: load, attackersIdle: IDLE_PREFIX !== '', rssAfterMiB, busyAfter: busy, listP99Ratio: listRatio, healthzP99Ratio: healthzRatio };
   }
   return figures;
 }

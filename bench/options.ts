@@ -6,6 +6,10 @@ export interface BenchOptions {
   baselineOnly: boolean;
   // Only the server's memory at start (PGlite first and later start, PostgreSQL): `--memory`.
   memoryOnly: boolean;
+  // Only the 100-ID list against its floor (bench/floor-server.ts): `--floor`.
+  floorOnly: boolean;
+  // Alternated rounds of the service and the floor side by side, at each size.
+  floorRounds: number;
   runs: number;
   durationSeconds: number;
   warmupSeconds: number;
@@ -25,9 +29,13 @@ export interface BenchOptions {
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 export const ROOT_DIR = fileURLToPath(new URL('..', import.meta.url));
 
-const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N] [--accept-encoding VALUE]
+const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N] [--accept-encoding VALUE] [--floor] [--rounds N]
   --quick       10,000 rows only, 5 s per scenario (development)
   --baseline    only the 100-ID list: service vs naive server vs pgbench (targets a-c)
+  --floor       only the 100-ID list, network-scoped, against its floor (node:http + pg running
+                the service's statement): ratio and CPU per request (PostgreSQL only)
+  --rounds N    alternated rounds of service and floor at each size, --duration seconds each;
+                default 3 (5 with --floor)
   --memory      only the server's memory at start: peak and settled RSS of a first start on an
                 empty PGlite folder, a later start, and the same on PostgreSQL (about a minute;
                 the default run measures them first too, --quick and --baseline do not)
@@ -50,6 +58,8 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   let quick = false;
   let baselineOnly = false;
   let memoryOnly = false;
+  let floorOnly = false;
+  let floorRounds: number | undefined;
   let runs = 1;
   let duration: number | undefined;
   let sizes: number[] | undefined;
@@ -74,6 +84,12 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
         break;
       case '--memory':
         memoryOnly = true;
+        break;
+      case '--floor':
+        floorOnly = true;
+        break;
+      case '--rounds':
+        floorRounds = positiveInt(value(), arg, 99);
         break;
       case '--runs':
         runs = positiveInt(value(), arg, 9);
@@ -121,17 +137,20 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   }
   const defaultSizes = quick || !(databaseUrl || ownPostgres) ? [10_000] : [10_000, 1_000_000];
   const chosenSizes = [...new Set(sizes ?? defaultSizes)].sort((a, b) => a - b);
-  if (memoryOnly && baselineOnly) fail('--memory and --baseline are two separate runs');
+  if ([memoryOnly, baselineOnly, floorOnly].filter(Boolean).length > 1) fail('--memory, --baseline and --floor are separate runs');
+  if (floorOnly && !(databaseUrl || ownPostgres)) fail('--floor needs PostgreSQL: DATABASE_URL or --own-postgres');
   return {
     quick,
     baselineOnly,
     memoryOnly,
+    floorOnly,
+    floorRounds: floorRounds ?? (floorOnly ? 5 : 3),
     runs,
     durationSeconds: duration ?? (quick ? 5 : 10),
     warmupSeconds: quick ? 2 : 3,
     sizes: chosenSizes,
     build,
-    out: out ?? `${BENCH_DIR}results/${memoryOnly ? 'latest-memory' : quick ? 'latest-quick' : 'latest'}.json`,
+    out: out ?? `${BENCH_DIR}results/${memoryOnly ? 'latest-memory' : floorOnly ? 'latest-floor' : quick ? 'latest-quick' : 'latest'}.json`,
     databaseUrl,
     ownPostgres,
     poolMax: poolMax ?? 10,

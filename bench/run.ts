@@ -12,6 +12,7 @@ import { DEFAULT_ARGON2_PARAMS } from '../src/asset-management/password-hashing.
 import type { Database } from '../src/db/database.js';
 import {
   NETWORK_COUNT,
+  SCOPED_NETWORK,
   createBenchClients,
   createBenchTarget,
   networkOf,
@@ -25,6 +26,7 @@ import {
   type BenchClients,
   type BenchTarget,
 } from './database.js';
+import { assertSameAnswer, compareWithFloor, createClientWithCli, floorSummary, startFloor, type FloorComparison } from './floor.js';
 import { SERVICE_LIST_SQL, normalizeSql } from './list-sql.js';
 import { measureStartMemory } from './memory.js';
 import { runClients, runLoad, runPaced, type LoadResult, type RequestShape } from './load.js';
@@ -654,7 +656,7 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   log(`charging-network-service benchmark, ${startedAt.toISOString()}`);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}, node ${machine.node}, load average ${machine.loadAverageAtStart.join(' ')}`);
-  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}${options.memoryOnly ? ', --memory' : ''}${options.acceptEncoding ? `, service list requests with Accept-Encoding: ${options.acceptEncoding}` : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
+  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}${options.memoryOnly ? ', --memory' : ''}${options.floorOnly ? ', --floor' : ''}, floor rounds ${options.floorRounds}${options.acceptEncoding ? `, service list requests with Accept-Encoding: ${options.acceptEncoding}` : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
 
   if (options.build) {
     log('building: npm run build');
@@ -675,7 +677,7 @@ async function main(): Promise<void> {
   // First, on a fresh process and before any load: what a start holds in memory.
   let memory: Awaited<ReturnType<typeof measureStartMemory>> | null = null;
   // Not before --quick (a development run) unless asked for: it costs about a minute of starts.
-  if (options.memoryOnly || (!options.baselineOnly && !options.quick)) {
+  if (options.memoryOnly || (!options.baselineOnly && !options.floorOnly && !options.quick)) {
     log('\n== memory at start: peak RSS (VmHWM) and RSS 5 s after /readyz, idle ==');
     memory = await measureStartMemory(databaseUrl, logDir, log);
   }
@@ -801,6 +803,19 @@ async function main(): Promise<void> {
     scenarioCount: 0,
   };
 
+  // The floor: a network-scoped client made with the CLI, and the bare server for its network,
+  // which must answer the service's bytes before anything is measured.
+  let floor: { child: Child; port: number; bearer: string; check: string } | null = null;
+  if (target.kind === 'postgres') {
+    const cliClient = await createClientWithCli(target.url!, SCOPED_NETWORK);
+    const started = await startFloor(target.url!, options.poolMax, SCOPED_NETWORK, logDir);
+    const bearer = await fetchToken(servicePort, basicOf(cliClient));
+    const check = await assertSameAnswer(servicePort, started.port, listPath(100, ctx.rows, true), bearer);
+    floor = { ...started, bearer, check };
+    log(`floor server: bench/floor-server.ts pid ${started.child.pid} on ${LOOPBACK}:${started.port} (pool ${options.poolMax}, network ${SCOPED_NETWORK}); its answer and the service's: ${check}`);
+  }
+  const floorComparisons: FloorComparison[] = [];
+
   // Sanity: the service answers the list, and the naive server answers the same JSON.
   const probe = listPath(100, ctx.rows, false);
   const svcProbe = await getJson(servicePort, probe, ctx.bearerAll);
@@ -828,16 +843,34 @@ async function main(): Promise<void> {
       }
       ctx.rows = rows;
       log(`\n== list, ${fmt.rows(rows)} rows${options.runs > 1 ? `, run ${run}/${options.runs}` : ''} ==`);
-      if (run === 1 || sizes.length > 1) {
-        await warmUp(ctx, servicePort, ctx.bearerAll);
-        if (naive) await warmUp(ctx, naivePort, null);
+      if (!options.floorOnly) {
+        if (run === 1 || sizes.length > 1) {
+          await warmUp(ctx, servicePort, ctx.bearerAll);
+          if (naive) await warmUp(ctx, naivePort, null);
+        }
+        await listBlock(ctx, si === 0 && sizes.length > 1);
       }
-      await listBlock(ctx, si === 0 && sizes.length > 1);
+      if (floor) {
+        const f = floor;
+        const comparison = await compareWithFloor({
+          databaseUrl: target.url!,
+          rows,
+          connections: 32,
+          rounds: options.floorRounds,
+          durationSeconds: options.durationSeconds,
+          warmupSeconds: options.warmupSeconds,
+          service: { port: servicePort, pid: service.pid, next: listRequest(100, rows, f.bearer, true, options.acceptEncoding) },
+          floor: { port: f.port, pid: f.child.pid, next: listRequest(100, rows, null, true) },
+          log,
+        });
+        floorComparisons.push(comparison);
+        log(`  floor: ${floorSummary(comparison).text}`);
+      }
     }
     rssSamples.push(await settledRss(service.pid));
   }
   // (c) needs three repetitions of the list in one server process.
-  if (rssSamples.length < 3) {
+  if (rssSamples.length < 3 && !options.floorOnly) {
     log('\n== RSS repetitions: list ids=100 c=32 ==');
     while (rssSamples.length < 3) {
       await serviceList(ctx, 100, 32, 'all', 'list ids=100 c=32 token=all (RSS repetition)');
@@ -845,7 +878,7 @@ async function main(): Promise<void> {
     }
   }
 
-  if (!options.baselineOnly) {
+  if (!options.baselineOnly && !options.floorOnly) {
     log(`\n== writes, tokens, passwords (${fmt.rows(ctx.rows)} seeded rows) ==`);
     process.stdout.write(`creating ${ASSET_COUNT} assets through the API ...`);
     const assetIds = await createAssets(ctx, ASSET_COUNT);
@@ -858,7 +891,12 @@ async function main(): Promise<void> {
 
   const serviceHwm = rssMiB(service.pid, 'VmHWM');
   const finishedAt = new Date();
-  const targets = evaluateTargets(ctx, rssSamples, sizes);
+  const targets = options.floorOnly ? [] : evaluateTargets(ctx, rssSamples, sizes);
+  for (const c of floorComparisons) {
+    const summary = floorSummary(c);
+    targets.push({ id: 'floor', status: summary.ok ? 'PASS' : 'FAIL', text: `(floor) ${summary.text}` });
+  }
+  if (!floor) targets.push({ id: 'floor', status: 'N/A', text: '(floor) needs PostgreSQL (the floor is node:http + pg)' });
 
   log(`\n== results: ${options.runs > 1 ? `medians of ${options.runs} runs` : 'one run'}, ${options.durationSeconds} s per scenario, ${target.kind} ==`);
   log(resultTable(ctx));
@@ -876,11 +914,12 @@ async function main(): Promise<void> {
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     machine: { ...machine, loadAverageAtEnd: os.loadavg().map((l) => Math.round(l * 100) / 100) },
-    options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, sizes, poolMax: options.poolMax, acceptEncoding: options.acceptEncoding ?? null },
+    options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, floorOnly: options.floorOnly, floorRounds: options.floorRounds, sizes, poolMax: options.poolMax, acceptEncoding: options.acceptEncoding ?? null },
     database: { kind: target.kind, mode: postgresMode, settings, seeding: seedTimes },
     memory,
     service: { node: SERVER_NODE, nodeArgs: SERVER_NODE_ARGS, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
-    checks: { listSql: sqlCheck, naiveShape: shapeCheck },
+    checks: { listSql: sqlCheck, naiveShape: shapeCheck, floorAnswer: floor?.check ?? null },
+    floor: floorComparisons,
     passwordHash: { argon2id: DEFAULT_ARGON2_PARAMS },
     hashConcurrency: HASH_CONCURRENCY,
     notes,

@@ -6,9 +6,12 @@ import type { FastifyInstance } from 'fastify';
 // token is a 401. Root hooks run in the order they are added: after the rate limiter's, so the
 // requests refused here (token spraying) are counted too.
 async function authenticationPlugin(app: FastifyInstance) {
-  app.addHook('onRequest', async (request) => {
-    if (request.is404 || request.routeOptions.config.public === true) return;
-    await app.auth.verify(request);
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.is404 || request.routeOptions.config.public === true) {
+      done();
+      return;
+    }
+    app.auth.verify(request).then(() => done(), done);
   });
 }
 

@@ -1,6 +1,6 @@
 import type { FastifyBodyParser, FastifyInstance } from 'fastify';
 import { MalformedJsonError } from '../kernel/errors.js';
-import { MAX_JSON_DEPTH, jsonNestingDepth } from './json-depth.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
 
 // Fastify's JSON parser (with its prototype-poisoning checks), behind a nesting limit that is
 // checked on the raw text first: a few kilobytes of brackets must be refused before anything that
@@ -8,7 +8,7 @@ import { MAX_JSON_DEPTH, jsonNestingDepth } from './json-depth.js';
 export function jsonBodyParser(app: FastifyInstance): FastifyBodyParser<string> {
   const parse = app.getDefaultJsonParser('error', 'error');
   return (request, body, done) => {
-    if (jsonNestingDepth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
+    if (nestsDeeperThan(body, MAX_JSON_DEPTH)) {
       done(new MalformedJsonError(`Request body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`), undefined);
       return;
     }

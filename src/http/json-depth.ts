@@ -39,3 +39,23 @@ export function jsonNestingDepth(text: string | Uint8Array, limit: number): numb
   }
   return deepest;
 }
+
+// The opening brackets ('[' and '{') of a text, counted up to `cap` by native searches, strings
+// included: a bound on its nesting that costs far less than reading it character by character.
+export function openingBrackets(text: string | Uint8Array, cap: number): number {
+  let count = 0;
+  if (typeof text === 'string') {
+    for (const open of ['[', '{']) for (let at = text.indexOf(open); at !== -1 && count < cap; at = text.indexOf(open, at + 1)) count++;
+  } else {
+    for (const open of [OPEN_BRACKET, OPEN_BRACE]) for (let at = text.indexOf(open); at !== -1 && count < cap; at = text.indexOf(open, at + 1)) count++;
+  }
+  return count;
+}
+
+// Whether a JSON text (or its UTF-8 bytes) nests objects and arrays deeper than `limit`. A text with
+// at most `limit` opening brackets cannot, which is every OCPP frame and almost every API body, so
+// only the others are scanned.
+export function nestsDeeperThan(text: string | Uint8Array, limit: number): boolean {
+  if (openingBrackets(text, limit + 1) <= limit) return false;
+  return jsonNestingDepth(text, limit) > limit;
+}

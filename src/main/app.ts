@@ -37,7 +37,8 @@ export interface BuildOptions {
   logStream?: Writable;
   // Cheaper password hashes for tests; production keeps DEFAULT_ARGON2_PARAMS.
   passwordHashParams?: Argon2Params;
-  // The clock idempotency keys are claimed and expire by; tests move it past a key's lifetime.
+  // The clock idempotency keys are claimed and expire by, and the station login throttle refills
+  // by; tests move it past a key's lifetime, or hold it still while they count refusals.
   clock?: () => Date;
   // Other numbers for the station login throttle and queue; production keeps LOGIN_LIMITS.
   stationLoginLimits?: Partial<LoginLimits>;
@@ -125,8 +126,9 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   app.decorate('database', database);
   app.decorate('config', config);
 
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
+    done(null, payload);
   });
   app.addHook('onClose', async () => {
     if (!options.database) await database.close();
@@ -154,7 +156,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
     tags: [PAYMENTS_TAG, ASSET_MANAGEMENT_TAG, WEBHOOKS_TAG, OAUTH_TAG],
   });
   if (app.auth.tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: app.auth.tokens });
-  await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits });
+  await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits, clock: options.clock });
   await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs, resolveHost: options.webhookResolveHost });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });

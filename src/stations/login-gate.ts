@@ -20,16 +20,20 @@ export interface LoginGate {
   readonly hashQueue: LoginHashQueue;
   readonly memory: LoginMemory;
   // Before the database and any hash: a 429 for an address with too many refused logins.
-  admit(address: string): LoginRefusal | null;
+  admit(address: string): (LoginRefusal & { status: 429 }) | null;
   // A login from the address was refused for its credentials (401, 404): it counts.
   refused(address: string): void;
   // The answer to a login whose password check did not run.
-  deferred(why: Exclude<CheckDeferred, 'abandoned'>, address: string): LoginRefusal;
+  deferred(why: Exclude<CheckDeferred, 'abandoned'>, address: string): LoginRefusal & { status: 503 };
 }
 
-export function createLoginGate(limits: Partial<LoginLimits> = {}, events: { onThrottled?: (() => void) | undefined; onHashTimeout?: (() => void) | undefined } = {}): LoginGate {
+export function createLoginGate(
+  limits: Partial<LoginLimits> = {},
+  events: { onThrottled?: (() => void) | undefined; onHashTimeout?: (() => void) | undefined } = {},
+  now: () => number = Date.now,
+): LoginGate {
   const all: LoginLimits = { ...LOGIN_LIMITS, ...limits };
-  const throttle = createLoginThrottle(all);
+  const throttle = createLoginThrottle(all, now);
   // A 503 from the queue says: try again once a wait bound has passed.
   const retryAfterSeconds = Math.max(1, Math.ceil(all.hashWaitMs / 1000));
   return {

@@ -1,7 +1,6 @@
 // What one station may cost the service, whatever it sends: the numbers, and the pure rules that
 // read a frame before the OCPP-J library does. docs/stations.md tells operators what a station
 // sees at each bound.
-import { jsonNestingDepth } from '../http/json-depth.js';
 import { codecOf } from './ocpp/ocpp-codec.js';
 
 // Calls of a station's own that the service has received and not answered yet. OCPP-J lets a
@@ -16,6 +15,11 @@ export const MAX_CALLS_IN_PROGRESS = 4;
 // read its answers gets near it.
 export const MAX_SEND_BUFFER_BYTES = 1024 * 1024;
 
+// How long the service waits for a station's answer to its closing handshake before it ends the
+// socket (the library's default is 30 s). A station closed for a bound is not read any more, so its
+// answer is never seen: its socket, with what the kernel buffered for it, is held this long.
+export const CLOSE_TIMEOUT_MS = 5000;
+
 // Nesting of a frame, its outer array included. The deepest message the OCPP schemas describe
 // nests 14 levels (2.0.1 ReportChargingProfiles: 13 in its payload), 1.6 far less; 2.0.1 lets
 // vendor data (customData) nest further, so the bound leaves room. Schema validation and the
@@ -28,12 +32,6 @@ export const MAX_SUBPROTOCOL_HEADER_LENGTH = 256;
 // Connectors whose latest status is stored per station. A station has a handful of EVSEs with
 // one to three connectors each; beyond the bound a new connector's status is not stored.
 export const MAX_CONNECTOR_STATUSES = 64;
-
-// Whether a frame's arrays and objects nest deeper than `limit`, read from its bytes in one pass
-// without parsing it (the same count as a JSON body's).
-export function nestsDeeperThan(frame: Uint8Array, limit: number): boolean {
-  return jsonNestingDepth(frame, limit) > limit;
-}
 
 // OCPP message ids are at most 36 characters; a little more is read, so a longer one is still
 // answered by its id.

@@ -13,6 +13,7 @@ import { newId } from '../kernel/ids.js';
 import type { SecurityProfile } from '../kernel/ocpp-vocabulary.js';
 import { createConnectionHealing } from './connection-healing.js';
 import { createLoginGate, type LoginLimits } from './login-gate.js';
+import { loginAddress } from './login-throttle.js';
 import { createOcppEndpoint } from './ocpp/ocpp-adapter.js';
 import { codecOf } from './ocpp/ocpp-codec.js';
 import { createReplicaLease } from './replica-lease.js';
@@ -46,6 +47,8 @@ export interface StationConnectionsOptions {
   onLoginHashTimeout?: () => void;
   // The login throttle's and queue's numbers (login-gate.ts); tests change them.
   loginLimits?: Partial<LoginLimits> | undefined;
+  // The clock the throttle refills by (milliseconds); tests hold it still.
+  loginClock?: (() => number) | undefined;
 }
 
 export class StationNotConnectedError extends Error {}
@@ -77,13 +80,20 @@ export function createStationConnections(options: StationConnectionsOptions): St
   const statements = createStationStatements(db, options.databasePoolMax, (ids, run) => healing.claim(ids, run));
   const healing = createConnectionHealing({ db, log, replicaId, release: statements.release, schedule: statements.inTurn });
   const registry = createSocketRegistry(log, stationTimings(options.leaseSeconds).seenWriteMs);
-  const gate = createLoginGate(options.loginLimits, { onThrottled: options.onLoginThrottled, onHashTimeout: options.onLoginHashTimeout });
+  const gate = createLoginGate(options.loginLimits, { onThrottled: options.onLoginThrottled, onHashTimeout: options.onLoginHashTimeout }, options.loginClock);
   const commands = createStationCommands({ db, log, replicaId, keys, registry, connectionString: options.connectionString });
   const lease = createReplicaLease({ db, log, replicaId, leaseSeconds: options.leaseSeconds, publicKey: keys.publicKey, registry, statements, healing, closing: isClosing });
   const messages = { log, statements, heartbeatIntervalSeconds: options.heartbeatIntervalSeconds };
 
   const endpoint = createOcppEndpoint<StationSession>({
     pingIntervalMs: options.pingIntervalSeconds * 1000,
+    // Before the library reads the handshake, the database or any hash: an address with too many
+    // refused logins waits.
+    admit(identity, request) {
+      const throttled = gate.admit(loginAddress(request, options.trustProxy));
+      if (throttled) log.info({ station: identity, status: throttled.status, reason: throttled.reason }, 'station login refused');
+      return throttled;
+    },
     authenticate: createStationLogin({
       db,
       log,

@@ -1,5 +1,5 @@
-// A station's login, decided before the WebSocket upgrade: the address throttle, the asset's
-// security profile, its credential (asset management checks it), and the claim that makes this
+// A station's login, decided before the WebSocket upgrade, once the address throttle has let it
+// in: the asset's security profile, its credential (asset management checks it), and the claim that makes this
 // replica the station's holder until the TCP connection closes.
 import type { TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
@@ -35,7 +35,7 @@ type Decision = UpgradeDecision<StationSession>;
 export function createStationLogin(options: StationLoginOptions): (upgrade: UpgradeRequest) => Promise<Decision> {
   const { db, log, gate, statements, registry, healing, replicaId } = options;
 
-  function refuse(identity: string, status: 401 | 404 | 429 | 503, reason: string, retryAfterSeconds?: number): Decision {
+  function refuse(identity: string, status: 401 | 404 | 503, reason: string, retryAfterSeconds?: number): Decision {
     // The station learns the status only; the log says why, never with the password.
     log.info({ station: identity, status, reason }, 'station login refused');
     return { accept: false, status, ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }) };
@@ -52,10 +52,8 @@ export function createStationLogin(options: StationLoginOptions): (upgrade: Upgr
   return async function authenticate(upgrade) {
     const { identity, request, credentials } = upgrade;
     if (options.closing()) return refuse(identity, 503, 'shutting down');
-    // Before the database and any hash: an address with too many refused logins waits.
+    // The address throttle has let it in already (station-connections.ts, before the handshake).
     const address = loginAddress(request, options.trustProxy);
-    const throttled = gate.admit(address);
-    if (throttled) return refuse(identity, throttled.status, throttled.reason, throttled.retryAfterSeconds);
     const refused = (status: 401 | 404, reason: string) => {
       gate.refused(address);
       return refuse(identity, status, reason);

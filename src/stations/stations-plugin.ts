@@ -13,7 +13,7 @@ declare module 'fastify' {
 // The OCPP-J endpoint on the service's own HTTP server. buildApp never listens,
 // but the http.Server exists on the instance, so its upgrades are wired here; a TLS listener
 // (main/listeners.ts) hands its upgrades to the same `app.stations.handleUpgrade`.
-async function stationsPlugin(app: FastifyInstance, opts: { loginLimits?: Partial<LoginLimits> | undefined }): Promise<void> {
+async function stationsPlugin(app: FastifyInstance, opts: { loginLimits?: Partial<LoginLimits> | undefined; clock?: (() => Date) | undefined }): Promise<void> {
   const { config, database } = app;
   const replacedLogins = new Counter({
     name: 'ocpp_replaced_password_logins_total',
@@ -44,6 +44,7 @@ async function stationsPlugin(app: FastifyInstance, opts: { loginLimits?: Partia
     onLoginThrottled: () => throttledLogins.inc(),
     onLoginHashTimeout: () => hashTimeouts.inc(),
     loginLimits: opts.loginLimits,
+    ...(opts.clock ? { loginClock: () => opts.clock!().getTime() } : {}),
   });
   new Gauge({
     name: 'ocpp_login_hash_queue_waiting',

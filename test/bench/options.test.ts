@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseOptions, parseWebhookOptions } from '../../bench/options.js';
 import { BENCH_POSTGRES_SETTINGS } from '../../bench/postgres-cluster.js';
 
@@ -45,6 +45,38 @@ describe('bench --accept-encoding', () => {
   it('sends no Accept-Encoding unless asked, and takes a header value', () => {
     expect(parseOptions([], {}).acceptEncoding).toBeUndefined();
     expect(parseOptions(['--accept-encoding', 'br, gzip'], {}).acceptEncoding).toBe('br, gzip');
+  });
+});
+
+describe('bench --floor and --rounds', () => {
+  // The parser reports a bad command line on stderr and exits 2, as the harness's CLI.
+  function refused(argv: string[], env: NodeJS.ProcessEnv = {}): string {
+    const exit = vi.spyOn(process, 'exit').mockImplementation((code) => {
+      throw new Error(`exit ${code}`);
+    });
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      expect(() => parseOptions(argv, env)).toThrow('exit 2');
+      return String(stderr.mock.calls[0]?.[0] ?? '');
+    } finally {
+      exit.mockRestore();
+      stderr.mockRestore();
+    }
+  }
+
+  it('compares with the floor in 3 rounds by default, 5 with --floor alone, and writes its own file', () => {
+    expect(parseOptions([], { DATABASE_URL: LOCAL_URL })).toMatchObject({ floorOnly: false, floorRounds: 3 });
+    const floor = parseOptions(['--floor'], { DATABASE_URL: LOCAL_URL });
+    expect(floor).toMatchObject({ floorOnly: true, floorRounds: 5, sizes: [10_000, 1_000_000] });
+    expect(floor.out).toMatch(/results\/latest-floor\.json$/);
+    expect(parseOptions(['--floor', '--own-postgres', '--rounds', '7', '--sizes', '10000'], {})).toMatchObject({ floorOnly: true, floorRounds: 7, sizes: [10_000] });
+  });
+
+  it('refuses --floor without PostgreSQL, beside another single-purpose run, and rounds out of range', () => {
+    expect(refused(['--floor'])).toMatch(/--floor needs PostgreSQL/);
+    expect(refused(['--floor', '--baseline'], { DATABASE_URL: LOCAL_URL })).toMatch(/separate runs/);
+    expect(refused(['--rounds', '0'], { DATABASE_URL: LOCAL_URL })).toMatch(/--rounds must be an integer from 1 to 99/);
+    expect(refused(['--rounds'], { DATABASE_URL: LOCAL_URL })).toMatch(/--rounds needs a value/);
   });
 });
 

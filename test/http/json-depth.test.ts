@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createClient, type CreatedClient } from '../../src/auth/clients-service.js';
-import { MAX_JSON_DEPTH, jsonNestingDepth } from '../../src/http/json-depth.js';
+import { MAX_JSON_DEPTH, jsonNestingDepth, nestsDeeperThan, openingBrackets } from '../../src/http/json-depth.js';
 import { ASSET_WRITER, BAD_REQUEST, MODEL_ADMIN, createAsset, createModel, modelBody, uniqueAssetId, uniqueNetwork } from '../helpers/asset-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 import { RECORD_URL, collectUrl, listPayments, oneUrl, paymentBody, reader, recordPayment, validationError, writer } from '../helpers/payments-factory.js';
@@ -58,20 +58,19 @@ beforeAll(async () => {
   client = await createClient(t.app.database.db, { name: 'deep', scopes: ['read:asset'] });
 });
 
-describe('jsonNestingDepth', () => {
-  // The reference: the depth of the parsed value, by recursion (fast-check's values are shallow).
-  const depthOf = (value: unknown): number =>
-    value !== null && typeof value === 'object' ? 1 + Math.max(0, ...Object.values(value as object).map(depthOf)) : 0;
+// The reference: the depth of the parsed value, by recursion (fast-check's values are shallow).
+const depthOf = (value: unknown): number => (value !== null && typeof value === 'object' ? 1 + Math.max(0, ...Object.values(value as object).map(depthOf)) : 0);
+const brackety = fc.string({ unit: fc.constantFrom('[', ']', '{', '}', '"', '\\', 'a', ' ', '\u2028') });
+const anyJson = fc.letrec((tie) => ({
+  value: fc.oneof({ depthSize: 'small' }, brackety, fc.integer(), fc.constant(null), tie('array'), tie('object')),
+  array: fc.array(tie('value'), { maxLength: 4 }),
+  object: fc.dictionary(brackety, tie('value'), { maxKeys: 4 }),
+})).value;
 
+describe('jsonNestingDepth', () => {
   it('is the nesting of the parsed value for any JSON text, strings full of brackets, quotes and escapes included', () => {
-    const brackety = fc.string({ unit: fc.constantFrom('[', ']', '{', '}', '"', '\\', 'a', ' ', '\u2028') });
-    const json = fc.letrec((tie) => ({
-      value: fc.oneof({ depthSize: 'small' }, brackety, fc.integer(), fc.constant(null), tie('array'), tie('object')),
-      array: fc.array(tie('value'), { maxLength: 4 }),
-      object: fc.dictionary(brackety, tie('value'), { maxKeys: 4 }),
-    })).value;
     fc.assert(
-      fc.property(json, fc.integer({ min: 0, max: 12 }), fc.boolean(), (value, limit, spaced) => {
+      fc.property(anyJson, fc.integer({ min: 0, max: 12 }), fc.boolean(), (value, limit, spaced) => {
         const text = JSON.stringify(value, null, spaced ? 2 : undefined);
         expect(jsonNestingDepth(text, limit)).toBe(Math.min(depthOf(value), limit + 1));
       }),
@@ -83,6 +82,36 @@ describe('jsonNestingDepth', () => {
     expect(jsonNestingDepth(nested(100_000), 1_000_000)).toBe(100_000);
     expect(jsonNestingDepth(nested(100_000), MAX_JSON_DEPTH)).toBe(MAX_JSON_DEPTH + 1);
     expect(jsonNestingDepth(nested(MAX_JSON_DEPTH, (l) => (l % 2 ? 'array' : 'object')), MAX_JSON_DEPTH)).toBe(MAX_JSON_DEPTH);
+  });
+});
+
+describe('nestsDeeperThan: the opening brackets bound the nesting, counted before any scan', () => {
+  it('property: openingBrackets counts every [ and { of a text (strings included) up to the cap, as text or as its UTF-8 bytes', () => {
+    fc.assert(
+      fc.property(anyJson, fc.integer({ min: 0, max: 40 }), (value, cap) => {
+        const text = JSON.stringify(value);
+        const all = [...text].filter((c) => c === '[' || c === '{').length;
+        expect(openingBrackets(text, cap)).toBe(Math.min(all, cap));
+        expect(openingBrackets(Buffer.from(text), cap)).toBe(Math.min(all, cap));
+        // So the nesting is never deeper than the count: a text with few is not scanned.
+        expect(depthOf(value)).toBeLessThanOrEqual(all);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('property: nestsDeeperThan is the scan\'s answer for any JSON text, as text or as bytes', () => {
+    fc.assert(
+      fc.property(anyJson, fc.integer({ min: 0, max: 12 }), (value, limit) => {
+        const text = JSON.stringify(value);
+        expect(nestsDeeperThan(text, limit)).toBe(depthOf(value) > limit);
+        expect(nestsDeeperThan(Buffer.from(text), limit)).toBe(depthOf(value) > limit);
+      }),
+      { numRuns: 500 },
+    );
+    expect(nestsDeeperThan(nested(100_000), MAX_JSON_DEPTH)).toBe(true);
+    // Brackets in strings count for the bound, never for the answer.
+    expect(nestsDeeperThan(JSON.stringify({ k: '['.repeat(100) }), MAX_JSON_DEPTH)).toBe(false);
   });
 });
 

@@ -201,6 +201,47 @@ describe('validation errors (400, exact bodies)', () => {
   });
 });
 
+describe('IDs that array literals escape', () => {
+  // The IDs travel to PostgreSQL as one text[] parameter, written as an array literal in which
+  // quotes, backslashes, braces and commas are special: each must come back as the ID it was.
+  it('finds sessions whose IDs hold quotes, backslashes, braces and NULL-like text, network-scoped or not', async () => {
+    const odd = ['"q"', 'back\\slash', 'end\\', '{brace}', '}{', 'NULL', '\'single\'', '"{\\}"'].map((s) => uniqueId(`ses ${s}`));
+    const recorded = [];
+    for (const session of odd) recorded.push(await recordPayment(t, { session, network: 'net_odd' }));
+    const query = `sessionIds=${[...odd, uniqueId('"none"')].map(encodeURIComponent).join(',')}`;
+    for (const authorization of [reader(t), reader(t, 'net_odd')]) {
+      const res = await listPayments(t, query, authorization);
+      expect(res.statusCode).toBe(200);
+      expect(sessions(res.json())).toEqual([...odd].sort());
+    }
+    expect((await listPayments(t, query, reader(t, 'net_other'))).body).toBe('[]');
+    expect(recorded.map((p) => p.session)).toEqual(odd);
+  });
+});
+
+describe('the answer on the wire', () => {
+  // The list's headers and body as sent (Date aside, which changes every second): what a client
+  // sees must not change when the path that produces it does.
+  it('is the stored documents joined, with exactly these headers', async () => {
+    const a = await recordPayment(t);
+    const b = await recordPayment(t);
+    const documents = [JSON.stringify(a), JSON.stringify(b)];
+    const res = await listPayments(t, `sessionIds=${a.session},${b.session}`);
+    expect(res.statusCode).toBe(200);
+    expect([`[${documents.join(',')}]`, `[${[...documents].reverse().join(',')}]`]).toContain(res.body);
+    const { 'x-request-id': requestId, date, ...headers } = res.headers;
+    expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(date).toEqual(expect.any(String));
+    expect(headers).toEqual({ 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(res.body)), connection: 'keep-alive' });
+  });
+
+  it('keeps a caller\'s request ID', async () => {
+    const a = await recordPayment(t);
+    const res = await t.app.inject({ method: 'GET', url: `/payments/v1/session-payments?sessionIds=${a.session}`, headers: { authorization: reader(t), 'x-request-id': 'trace-1.2:3' } });
+    expect(res.headers['x-request-id']).toBe('trace-1.2:3');
+  });
+});
+
 describe('network scope', () => {
   it('a network-scoped token sees only its network; a token without the claim sees all', async () => {
     const a = await recordPayment(t, { network: 'net_list_a' });

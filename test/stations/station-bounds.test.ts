@@ -9,6 +9,7 @@ import { eq } from 'drizzle-orm';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
+import { nestsDeeperThan } from '../../src/http/json-depth.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import {
   MAX_CALLS_IN_PROGRESS,
@@ -16,7 +17,6 @@ import {
   MAX_FRAME_DEPTH,
   MAX_SUBPROTOCOL_HEADER_LENGTH,
   frameHead,
-  nestsDeeperThan,
 } from '../../src/stations/station-bounds.js';
 import { ASSET_WRITER } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, stationClient, useStationApp, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
@@ -111,6 +111,24 @@ describe('calls in progress', () => {
     expect(logsOf(a.id, 'crossed a per-station bound').join('\n')).toContain('Too many calls in progress');
     expect(await bystander.call('BootNotification', boot('bystander'))).toMatchObject({ status: 'Accepted' });
     expect((await readStation(b.id)).vendor).toBe('bystander');
+  });
+
+  it(`what a flooding station sends after the call beyond ${MAX_CALLS_IN_PROGRESS} is not read: the service reads no more of its socket than it had read by then, however much it sends, and the station still gets its 1008`, async () => {
+    const s = await provisionStation(t);
+    // The service's side of the station's TCP connection, to count what it read.
+    let serverSide: Socket | undefined;
+    const capture = (_request: unknown, socket: Socket) => (serverSide ??= socket);
+    t.app.server.on('upgrade', capture);
+    const abuser = await rawStation(s);
+    t.app.server.off('upgrade', capture);
+    abuser.burst(Array.from({ length: MAX_CALLS_IN_PROGRESS + 1 }, (_, i): Frame => [2, `flood-${i}`, 'BootNotification', boot(`V-${i}`)]));
+    // 32 MiB more behind the cut, in frames of 64 KiB; the station's own close reply comes after them.
+    const filler = JSON.stringify([2, 'filler', 'Heartbeat', { pad: 'p'.repeat(64 * 1024) }]);
+    for (let i = 0; i < 512; i++) abuser.ws.send(filler);
+    expect(await abuser.closed).toBe(1008);
+    // Read by then: the burst and at most one read's worth (64 KiB) of what came after it.
+    expect(serverSide!.bytesRead).toBeLessThan(1024 * 1024);
+    expect(logsOf(s.id, 'crossed a per-station bound').join('\n')).toContain('Too many calls in progress');
   });
 
   it('calls the service refuses at once (unknown actions, schema violations, duplicate ids) are answered at once: never in progress, however many come together', async () => {

@@ -42,6 +42,10 @@ vi.mock('../../src/asset-management/assets-repository.js', async (importOriginal
 const t = useStationApp({ passwordHashParams: DEFAULT_ARGON2_PARAMS, env: { OCPP_CALL_TIMEOUT_SECONDS: '1' } });
 // A short wait bound, to see it run out.
 const bounded = useStationApp({ stationLoginLimits: { hashWaitMs: 300 } });
+// The throttle's clock held still while refusals are counted (20 argon2id logins in a row may take
+// longer than one refill on a loaded machine), and moved on by hand.
+const throttleClock = { now: Date.now() };
+const held = useStationApp({ passwordHashParams: DEFAULT_ARGON2_PARAMS, clock: () => new Date(throttleClock.now) });
 // No throttle: the fair queue alone keeps a correct login from waiting behind an attack.
 const unthrottled = useStationApp({ passwordHashParams: DEFAULT_ARGON2_PARAMS, stationLoginLimits: { refusalsBurst: 1_000_000 } });
 
@@ -70,7 +74,7 @@ interface Answer {
 }
 
 // An upgrade request from `localAddress`: the status it got (101 when let in) and its Retry-After.
-function upgrade(app: StationApp, localAddress: string, identity: string, password: string): Promise<Answer> {
+function upgrade(app: StationApp, localAddress: string, identity: string, password: string, headers: Record<string, string> = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = httpRequest({
       host: '127.0.0.1',
@@ -85,6 +89,7 @@ function upgrade(app: StationApp, localAddress: string, identity: string, passwo
         'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
         'sec-websocket-protocol': 'ocpp2.0.1',
         authorization: basic(identity, password),
+        ...headers,
       },
     });
     req.on('upgrade', (res, socket) => {
@@ -137,12 +142,12 @@ describe('refused logins never delay a correct login of another identity from an
     ['50 loops of wrong passwords for one asset from 50 addresses', 1, (v) => v[0]!, (i) => `127.0.1.${i + 1}`],
   ];
 
-  it.each(attacks)('%s, unthrottled: another station logs in from its own address within 1 s, behind at most one round of their hashes', async (_name, assets, identityOf, addressOf) => {
+  it.each(attacks)('%s, unthrottled: another station logs in from its own address while they go on, behind at most one round of their hashes', async (_name, assets, identityOf, addressOf) => {
     const app = unthrottled;
     const victims = await Promise.all(Array.from({ length: assets }, () => provisionStation(app, { password: suppliedPassword() }).then((s) => s.id)));
     const b = await provisionStation(app, { password: suppliedPassword() });
     // B logs in once before the attack: the first open connection of a process compiles the OCPP
-    // schema validators on both sides, which is not what this test measures.
+    // schema validators on both sides, which is not what this test looks at.
     await (await connected(app, b.id, b.password, '127.0.0.3')).close({ force: true });
     let stop = false;
     let attempts = 0;
@@ -169,16 +174,15 @@ describe('refused logins never delay a correct login of another identity from an
           return check(work);
         };
       }
-      const started = performance.now();
       const client = await connected(app, b.id, b.password, '127.0.0.3');
-      const took = performance.now() - started;
       expect(client.protocol).toBe('ocpp2.0.1');
       const since = seen.hashes.slice(mark);
       const bAt = since.indexOf(b.password);
       expect(bAt).toBeGreaterThanOrEqual(0);
       // Ahead of B's hash: at most the attackers' hashes running when B came, and one more.
+      // Before the fair queue it waited behind 35 to 41 of them. What that costs in time, on a
+      // machine of its own, is the benchmark's figure (bench/README.md, "Abuse"), not this test's.
       expect(since.slice(0, bAt).filter((h) => h === WRONG).length).toBeLessThanOrEqual(passwordHashQueue.concurrency + 1);
-      expect(took).toBeLessThan(1000);
     } finally {
       stop = true;
       await Promise.all(loops);
@@ -188,26 +192,43 @@ describe('refused logins never delay a correct login of another identity from an
 
 describe('the throttle of refused logins per address', () => {
   it('an address past 20 refused logins gets 429 with Retry-After before any database read or hash; other addresses log in; after Retry-After it may try again', async () => {
-    const s = await provisionStation(t, { password: suppliedPassword() });
+    const s = await provisionStation(held, { password: suppliedPassword() });
     const address = '127.0.0.7';
     const statuses = [];
-    for (let i = 0; i < 20; i++) statuses.push((await upgrade(t, address, s.id, WRONG)).status);
+    for (let i = 0; i < 20; i++) statuses.push((await upgrade(held, address, s.id, WRONG)).status);
     expect(tally(statuses)).toEqual({ 401: 20 });
-    const throttledBefore = await metric(t, 'ocpp_logins_throttled_total');
+    const throttledBefore = await metric(held, 'ocpp_logins_throttled_total');
     const [hashes, reads] = [seen.hashes.length, seen.loginReads];
-    const throttled = await upgrade(t, address, s.id, s.password);
+    const throttled = await upgrade(held, address, s.id, s.password);
     expect(throttled.status).toBe(429);
-    expect(Number(throttled.retryAfter)).toBeGreaterThanOrEqual(1);
-    expect(Number(throttled.retryAfter)).toBeLessThanOrEqual(3);
+    // The next refusal is allowed one refill (3 s) after the 20th, on the throttle's clock.
+    expect(throttled.retryAfter).toBe('3');
     // An unknown identity is 429 too, not 404: nothing was read to find out.
-    expect((await upgrade(t, address, 'CP-does-not-exist', WRONG)).status).toBe(429);
+    expect((await upgrade(held, address, 'CP-does-not-exist', WRONG)).status).toBe(429);
     expect(seen.hashes.length - hashes).toBe(0);
     expect(seen.loginReads - reads).toBe(0);
-    expect(await metric(t, 'ocpp_logins_throttled_total')).toBe(throttledBefore + 2);
+    expect(await metric(held, 'ocpp_logins_throttled_total')).toBe(throttledBefore + 2);
     // The station itself, from its own address, is not held up by what another address did.
-    expect((await connected(t, s.id, s.password, '127.0.0.8')).protocol).toBe('ocpp2.0.1');
-    await sleep(Number(throttled.retryAfter) * 1000);
-    expect((await upgrade(t, address, s.id, WRONG)).status).toBe(401);
+    expect((await connected(held, s.id, s.password, '127.0.0.8')).protocol).toBe('ocpp2.0.1');
+    // Just before Retry-After has passed the address still waits; once it has, it may try again.
+    throttleClock.now += Number(throttled.retryAfter) * 1000 - 100;
+    expect((await upgrade(held, address, s.id, WRONG)).status).toBe(429);
+    throttleClock.now += 100;
+    expect((await upgrade(held, address, s.id, WRONG)).status).toBe(401);
+  });
+
+  it('a throttled address gets its 429 before its upgrade request is read any further: a malformed Sec-WebSocket-Protocol or key is not even looked at', async () => {
+    const address = '127.0.0.10';
+    for (let i = 0; i < 20; i++) expect((await upgrade(held, address, 'CP-unknown-to-throttle', WRONG)).status).toBe(404);
+    const malformed: Array<Record<string, string>> = [{ 'sec-websocket-protocol': 'ocpp2.0.1,,;' }, { 'sec-websocket-key': 'not-a-key' }];
+    for (const headers of malformed) {
+      const answer = await upgrade(held, address, 'CP-unknown-to-throttle', WRONG, headers);
+      expect(answer).toEqual({ status: 429, retryAfter: '3' });
+      // Another address gets the 400 the header deserves.
+      expect((await upgrade(held, '127.0.0.11', 'CP-unknown-to-throttle', WRONG, headers)).status).toBe(400);
+    }
+    const refusals = held.logLines().filter((l) => l.includes('CP-unknown-to-throttle') && l.includes('"status":429'));
+    expect(refusals).toHaveLength(2);
   });
 
   it('500 one-shot wrong logins for one asset from one address are all answered within the wait bound, none left open, at most 21 slow hashes', async () => {

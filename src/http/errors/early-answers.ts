@@ -114,7 +114,7 @@ export function answerBeforeRouting(app: FastifyInstance): void {
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onRequest', async () => {
-    if (closing) throw new ShuttingDownError();
+  app.addHook('onRequest', (_request, _reply, done) => {
+    done(closing ? new ShuttingDownError() : undefined);
   });
 }

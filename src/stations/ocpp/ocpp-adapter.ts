@@ -2,11 +2,12 @@
 // per-station bounds into it: framing, schema validation (strict mode, the official JSON schemas
 // of each version), CALLERRORs and WebSocket pings. The rest of the service speaks in identities,
 // methods and params.
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import ocppRpc from 'ocpp-rpc';
 import { OCPP_SUBPROTOCOLS, type OcppSubprotocol } from '../../kernel/ocpp-vocabulary.js';
 import { boundStation, handshakeProblem, refuseHandshake, type LibraryClient } from './ocpp-bounds.js';
+import { CLOSE_TIMEOUT_MS } from '../station-bounds.js';
 
 const { RPCServer, RPCClient, createRPCError } = ocppRpc;
 
@@ -27,8 +28,8 @@ export interface UpgradeRequest {
   offeredProtocols: ReadonlySet<string>;
 }
 
-// A refusal may say when to try again (Retry-After, in seconds): 429 and 503 do.
-export type UpgradeDecision<S> = { accept: true; protocol: OcppSubprotocol; session: S } | { accept: false; status: 401 | 404 | 429 | 503; retryAfterSeconds?: number };
+// A refusal may say when to try again (Retry-After, in seconds): a 503 does.
+export type UpgradeDecision<S> = { accept: true; protocol: OcppSubprotocol; session: S } | { accept: false; status: 401 | 404 | 503; retryAfterSeconds?: number };
 
 export type CallHandler = (params: unknown) => unknown | Promise<unknown>;
 
@@ -58,6 +59,9 @@ export class OcppCallError extends Error {
 
 export interface OcppEndpointOptions<S> {
   pingIntervalMs: number;
+  // The first look at an upgrade request, before anything else of it is read (its handshake, its
+  // credentials): a refusal is answered at once. The address throttle runs here.
+  admit(identity: string, request: IncomingMessage): { status: 429; retryAfterSeconds: number } | null;
   authenticate(upgrade: UpgradeRequest): Promise<UpgradeDecision<S>>;
   onConnection(socket: StationSocket<S>): void;
   // Problems of one station's messages; never carries a message's params (they may hold secrets).
@@ -101,11 +105,6 @@ export function readCredentials(header: string | undefined, identity: string): C
   return { kind: 'basic', password: decoded.subarray(prefix.length) };
 }
 
-function refuseWithRetryAfter(socket: Duplex, status: number, retryAfterSeconds: number): void {
-  if (!socket.writable) return;
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nRetry-After: ${retryAfterSeconds}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-}
-
 function toCallError(error: unknown): OcppCallError {
   if (error instanceof OcppCallError) return error;
   const e = error as { rpcErrorCode?: unknown; message?: unknown; name?: unknown };
@@ -124,8 +123,9 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
     // 10,000 of them that is 333 pings and pongs a second less for the service and the stations.
     deferPingsOnActivity: true,
     respondWithDetailedErrors: false,
-    // Per-message compression costs memory per socket and is declined.
-    wssOptions: { perMessageDeflate: false, maxPayload: MAX_MESSAGE_BYTES },
+    // Per-message compression costs memory per socket and is declined. The closing handshake's
+    // timeout (station-bounds.ts) is an option newer than ws's typings.
+    wssOptions: { perMessageDeflate: false, maxPayload: MAX_MESSAGE_BYTES, ...({ closeTimeout: CLOSE_TIMEOUT_MS } as object) },
   });
   server.on('error', (error: unknown) => options.onError(error));
 
@@ -140,9 +140,9 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
       });
       if (!decision.accept) {
         // The status's own reason phrase only: nothing about which check failed. The library's
-        // reject writes no headers of ours, so an answer with Retry-After is written here; the
-        // reject after it finds the socket ended and only settles the handshake.
-        if (decision.retryAfterSeconds !== undefined) refuseWithRetryAfter(request.socket, decision.status, decision.retryAfterSeconds);
+        // reject writes no headers of ours, so the answer (with any Retry-After) is written here;
+        // the reject after it finds the socket destroyed and only settles the handshake.
+        refuseHandshake(request.socket, decision.status, decision.retryAfterSeconds);
         reject(decision.status, '');
         return;
       }
@@ -219,10 +219,16 @@ export function createOcppEndpoint<S>(options: OcppEndpointOptions<S>): OcppEndp
 
   return {
     handleUpgrade(request, socket, head) {
+      // The identity as the library would read it; the caller has checked the path.
+      const identity = (request.url ?? '').split('?', 1)[0]!.split('/').pop() ?? '';
+      const refused = options.admit(identity, request);
+      if (refused) {
+        refuseHandshake(socket, refused.status, refused.retryAfterSeconds);
+        return;
+      }
       const problem = handshakeProblem(request);
       if (problem) {
-        // The identity as the library would read it; the caller has checked the path.
-        options.onUpgradeRefused((request.url ?? '').split('?', 1)[0]!.split('/').pop() ?? '', problem.status, problem.reason);
+        options.onUpgradeRefused(identity, problem.status, problem.reason);
         refuseHandshake(socket, problem.status);
         return;
       }

@@ -5,13 +5,13 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import ocppRpc from 'ocpp-rpc';
 import wsUtil from 'ocpp-rpc/lib/ws-util.js';
+import { nestsDeeperThan } from '../../http/json-depth.js';
 import {
   MAX_CALLS_IN_PROGRESS,
   MAX_FRAME_DEPTH,
   MAX_SEND_BUFFER_BYTES,
   MAX_SUBPROTOCOL_HEADER_LENGTH,
   deepFrameVerdict,
-  nestsDeeperThan,
 } from '../station-bounds.js';
 
 const { RPCClient } = ocppRpc;
@@ -23,7 +23,7 @@ export interface LibraryClient {
   readonly identity: string;
   readonly protocol: string | undefined;
   readonly state: number;
-  _ws: { bufferedAmount: number } | undefined;
+  _ws: { bufferedAmount: number; pause(): void } | undefined;
   _onMessage(frame: Buffer | string): void;
   _onCall(messageId: string, method: string, params: unknown): Promise<void>;
   sendRaw(message: string | Buffer): void;
@@ -65,7 +65,10 @@ export interface BoundReports {
 // own in progress (beyond: closed with 1008, the surplus never reaches a handler), at most
 // MAX_SEND_BUFFER_BYTES waiting to be sent to it (beyond: the socket is ended, since a station that
 // does not read would never read a closing handshake either), and a frame nested deeper than
-// MAX_FRAME_DEPTH is answered before the library reads it.
+// MAX_FRAME_DEPTH is answered before the library reads it. A station closed for a bound is not read
+// any further: its socket is paused at the cut, so what it sends after it is never parsed (a flood
+// read on until the closing handshake, tens of MiB of frames parsed for nothing); its answer to the
+// closing handshake is not read either, so the socket ends after CLOSE_TIMEOUT_MS.
 export function boundStation(client: LibraryClient, report: BoundReports): void {
   const { _onMessage: receive, _onCall: onCall, sendRaw, _ws: ws } = client;
   if (typeof receive !== 'function' || typeof onCall !== 'function' || typeof sendRaw !== 'function' || ws === undefined) {
@@ -75,6 +78,7 @@ export function boundStation(client: LibraryClient, report: BoundReports): void 
   const closeFor = (reason: string, end: boolean) => {
     if (closed) return;
     closed = true;
+    ws.pause();
     report.onBoundCrossed(client.identity, reason);
     client.close({ code: 1008, reason: end ? '' : reason, force: end }).catch((error: unknown) => report.onError(error));
   };
@@ -94,7 +98,7 @@ export function boundStation(client: LibraryClient, report: BoundReports): void 
     return onCall.call(client, messageId, method, params);
   };
   client._onMessage = (frame) => {
-    // A station being closed for a bound is not read any further.
+    // The rest of what was read with the frame that crossed the bound.
     if (closed) return;
     const bytes = Buffer.isBuffer(frame) ? frame : Buffer.from(frame);
     if (!nestsDeeperThan(bytes, MAX_FRAME_DEPTH)) {
@@ -114,7 +118,8 @@ export function boundStation(client: LibraryClient, report: BoundReports): void 
   };
 }
 
-// The status line and nothing else, as the library refuses an upgrade.
-export function refuseHandshake(socket: Duplex, status: number): void {
-  wsUtil.abortHandshake(socket as Socket, status);
+// The status line (and Retry-After, when given), as the library refuses an upgrade; the socket is
+// destroyed, so nothing more of the request is read.
+export function refuseHandshake(socket: Duplex, status: number, retryAfterSeconds?: number): void {
+  wsUtil.abortHandshake(socket as Socket, status, undefined, retryAfterSeconds === undefined ? undefined : { 'Retry-After': String(retryAfterSeconds) });
 }
