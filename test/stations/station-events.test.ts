@@ -3,6 +3,7 @@
 // stations' rows, exactly when `connected` (as the API reads it) turns true or false. Real OCPP-J
 // clients play the stations; the outbox is read as the delivery worker reads it.
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { claimStations, releaseStations } from '../../src/stations/stations-repository.js';
@@ -234,7 +235,9 @@ describe('a replica whose lease runs out (killed with kill -9)', () => {
     const s = await provisionStation(t);
     const dead = await deadReplica(`${s.id}_b`, 30_000);
     await claimStations(t.database.db, [{ assetId: s.id, replicaId: dead, network: s.network, protocol: 'ocpp2.0.1' }], stationEvents);
-    await t.database.db.execute(sql`update station_replicas set lease_expires_at = now() - interval '5 milliseconds' where id = ${dead}`);
+    // Its lease ends now, after the claim: the events' times keep their order.
+    await sleep(10);
+    await t.database.db.execute(sql`update station_replicas set lease_expires_at = now() where id = ${dead}`);
     const client = station(s);
     await client.connect();
     // Whether the sweep or the claim came first, the same events.
