@@ -2,11 +2,12 @@
 // station's Accepted, any other answer changes nothing, an unknown outcome keeps both until the
 // station logs in with one. The station is ocpp-rpc's RPCClient, both OCPP versions.
 import { asc, eq } from 'drizzle-orm';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createRPCError } from 'ocpp-rpc';
 import { assetPasswordChanges, assets } from '../../src/asset-management/asset-management-tables.js';
 import { ASSET_WRITER, familyError, siblingApp } from '../helpers/asset-factory.js';
 import { provisionStation, refusedWith, stationClient, useStationApp, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
+import { eventually } from '../helpers/eventually.js';
 
 const URL_ = '/asset-management/v1/assets/change-password';
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -169,8 +170,8 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s station', (version) => {
     const s = await provisionStation(t, { ocppVersion: version });
     const client = await connect(version, s.id, s.password);
     await client.close({ force: true });
-    await vi.waitFor(() => expect(t.app.stations.isConnectedHere(s.id)).toBe(false));
-    await vi.waitFor(async () => {
+    await eventually(() => expect(t.app.stations.isConnectedHere(s.id)).toBe(false));
+    await eventually(async () => {
       const read = await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } });
       expect(read.json().data.station.connected).toBe(false);
     });
@@ -179,8 +180,8 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s station', (version) => {
     expect(refused.statusCode).toBe(409);
     expect(refused.json()).toEqual(familyError('CONFLICT', 'STATION_OFFLINE'));
     expect(await canLogIn(version, s.id, s.password)).toBe(true);
-    await vi.waitFor(() => expect(t.app.stations.isConnectedHere(s.id)).toBe(false));
-    await vi.waitFor(async () => expect((await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } })).json().data.station.connected).toBe(false));
+    await eventually(() => expect(t.app.stations.isConnectedHere(s.id)).toBe(false));
+    await eventually(async () => expect((await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } })).json().data.station.connected).toBe(false));
 
     const forced = await change({ id: s.id, password, force: true });
     expect(forced.statusCode, forced.body).toBe(200);
@@ -199,7 +200,7 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s station', (version) => {
       return answer(version, 'Accepted', params);
     });
     const first = change({ id: s.id });
-    await vi.waitFor(() => expect(s.received).toHaveLength(1));
+    await eventually(() => expect(s.received).toHaveLength(1));
     const second = await change({ id: s.id, password: supplied(version) });
     expect(second.statusCode).toBe(409);
     expect(second.json()).toEqual(familyError('CONFLICT', 'PASSWORD_CHANGE_IN_PROGRESS'));

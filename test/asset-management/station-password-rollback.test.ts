@@ -5,11 +5,12 @@
 // replica (PGlite: in-process; PostgreSQL: LISTEN/NOTIFY).
 import type { AddressInfo } from 'node:net';
 import { asc, eq } from 'drizzle-orm';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { assetPasswordChanges } from '../../src/asset-management/asset-management-tables.js';
 import { markStaleLogin } from '../../src/asset-management/assets-repository.js';
 import { subprotocolOf, type OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
 import { ASSET_WRITER, familyError, siblingApp } from '../helpers/asset-factory.js';
+import { eventually } from '../helpers/eventually.js';
 import {
   PASSWORD_COMMAND,
   loginStatus,
@@ -150,7 +151,7 @@ describe('rollback and the station', () => {
     });
     expect((await post({ id: s.id })).statusCode).toBe(200);
     const pending = post({ id: s.id });
-    await vi.waitFor(() => expect(s.received).toHaveLength(2));
+    await eventually(() => expect(s.received).toHaveLength(2));
     const res = await post({ id: s.id, rollback: true });
     expect(res.statusCode).toBe(409);
     expect(res.json()).toEqual(familyError('CONFLICT', 'PASSWORD_CHANGE_IN_PROGRESS'));
@@ -193,7 +194,7 @@ describe('rollback and the station', () => {
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     const client = await connect(s, s.password);
     await client.close({ force: true });
-    await vi.waitFor(async () => {
+    await eventually(async () => {
       const read = await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } });
       expect(read.json().data.station.connected).toBe(false);
     });

@@ -7,6 +7,7 @@ import { hashSuppliedPassword, verifyPassword } from '../../src/asset-management
 import type { SlowCheck } from '../../src/asset-management/station-credentials-service.js';
 import { LOGIN_QUEUE_LIMITS, createLoginHashQueue } from '../../src/stations/login-hash-queue.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
+import { eventually } from '../helpers/eventually.js';
 
 // Holds every place of the process's hashing queue until released.
 function holdHashing() {
@@ -32,7 +33,7 @@ describe('the login hash queue', () => {
     const storm = Array.from({ length: HASH_CONCURRENCY * 5 }, (_, i) =>
       queue.check(work(`10.0.0.${i % 3}`, `CP-${i}`, (run) => verifyPassword(i === 0 ? password : `${password}${i}`, encoded, run))),
     );
-    await vi.waitFor(() => expect(passwordHashQueue.pendingCount).toBe(HASH_CONCURRENCY), { interval: 1 });
+    await eventually(() => expect(passwordHashQueue.pendingCount).toBe(HASH_CONCURRENCY), 1);
     // One turn per place asked of the hashing queue; the storm waits in the login queue.
     expect(queue.waiting).toBe(HASH_CONCURRENCY * 5);
     const change = hashSuppliedPassword('Api-Change-Password-1', CHEAP_HASH);
@@ -50,9 +51,20 @@ describe('the login hash queue', () => {
     const queue = createLoginHashQueue({ ...LOGIN_QUEUE_LIMITS, hashWaitMs: 100 });
     const release = holdHashing();
     const verify = vi.fn(async () => true);
-    const started = Date.now();
-    expect(await queue.check(work('10.0.0.1', 'CP-1', verify))).toEqual({ kind: 'timeout' });
-    expect(Date.now() - started).toBeLessThan(2000);
+    // The wait on a clock the test moves: answered at 100 ms, not before, whatever the machine's
+    // load (a wall-clock bound raced it).
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    let answer: unknown;
+    try {
+      const answered = queue.check(work('10.0.0.1', 'CP-1', verify)).then((a) => (answer = a));
+      await vi.advanceTimersByTimeAsync(99);
+      expect(answer).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1);
+      await answered;
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(answer).toEqual({ kind: 'timeout' });
     expect(queue.waiting).toBe(0);
     const again = queue.check(work('10.0.0.1', 'CP-1', verify));
     await release();

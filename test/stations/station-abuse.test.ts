@@ -11,6 +11,7 @@ import { ASSET_WRITER, createAsset } from '../helpers/asset-factory.js';
 import { listPayments, recordPayment } from '../helpers/payments-factory.js';
 import { basic, provisionStation, refusedWith, stationClient, useStationApp, type StationClient } from '../helpers/station-factory.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { eventually } from '../helpers/eventually.js';
 import { MAX_CALLS_IN_PROGRESS } from '../../src/stations/station-bounds.js';
 
 // Every slow hash (argon2id) of the process, counted where it starts and while it runs: the one
@@ -222,7 +223,7 @@ describe('garbage and abuse from a connected station', () => {
     expect(await closed).toBe(1009);
     expect(await bystander.call('Heartbeat', {})).toEqual({ currentTime: expect.any(String) });
     expect(await httpGet('/healthz')).toBe(200);
-    await vi.waitFor(async () => expect((await readAsset(t, a.id)).json().data.station.connected).toBe(false));
+    await eventually(async () => expect((await readAsset(t, a.id)).json().data.station.connected).toBe(false));
     expect((await readAsset(t, b.id)).json().data.station.connected).toBe(true);
   });
 
@@ -335,7 +336,7 @@ onServer?.('a database that answers slowly during a login storm (PostgreSQL)', (
       await holder.query('select asset_id from station_connections where asset_id = any($1) for update', [ids]);
     };
     const allDisconnected = async () => {
-      for (const id of ids) await vi.waitFor(async () => expect((await readAsset(slow, id)).json().data.station.connected).toBe(false));
+      for (const id of ids) await eventually(async () => expect((await readAsset(slow, id)).json().data.station.connected).toBe(false));
     };
     try {
       // Each station has logged in once, so each has a connection row its next login rewrites.
@@ -487,7 +488,7 @@ onServer?.('a newer login that hangs up while its claim waits (PostgreSQL)', () 
       await holder.query('rollback');
       await vi.waitFor(() => expect(olderClosedWith).toBe(1000), { timeout: 5000, interval: 20 });
       expect(t.app.stations.isConnectedHere(s.id)).toBe(false);
-      await vi.waitFor(async () => expect((await readAsset(t, s.id)).json().data.station.connected).toBe(false));
+      await eventually(async () => expect((await readAsset(t, s.id)).json().data.station.connected).toBe(false));
     } finally {
       await holder.query('rollback').catch(() => undefined);
       await holder.end();

@@ -20,6 +20,7 @@ import {
 } from '../../src/stations/station-bounds.js';
 import { ASSET_WRITER } from '../helpers/asset-factory.js';
 import { basic, provisionStation, rawUpgrade, stationClient, useStationApp, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
+import { eventually } from '../helpers/eventually.js';
 
 const t = useStationApp();
 
@@ -169,7 +170,7 @@ describe('bytes waiting to be sent', () => {
     }
     await vi.waitFor(() => expect(t.app.stations.isConnectedHere(a.id)).toBe(false), { timeout: 5000, interval: 20 });
     expect(logsOf(a.id, 'crossed a per-station bound').join('\n')).toContain('does not read');
-    await vi.waitFor(async () => expect((await readStation(a.id)).connected).toBe(false));
+    await eventually(async () => expect((await readStation(a.id)).connected).toBe(false));
     expect(await bystander.call('Heartbeat', {})).toEqual({ currentTime: expect.any(String) });
     // Ended without a closing handshake: the station finds its socket gone once it reads again.
     abuser.socket.resume();
