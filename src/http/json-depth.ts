@@ -53,8 +53,8 @@ export function openingBrackets(text: string | Uint8Array, cap: number): number 
 }
 
 // Whether a JSON text (or its UTF-8 bytes) nests objects and arrays deeper than `limit`. A text with
-// at most `limit` opening brackets cannot, which is every OCPP frame and almost every API body, so
-// only the others are scanned.
+// at most `limit` opening brackets cannot, which is almost every OCPP frame and API body (a frame
+// listing many components or samples has more), so only the others are scanned.
 export function nestsDeeperThan(text: string | Uint8Array, limit: number): boolean {
   if (openingBrackets(text, limit + 1) <= limit) return false;
   return jsonNestingDepth(text, limit) > limit;

@@ -74,6 +74,10 @@ export function createLoginThrottle(limits: LoginThrottleLimits, now: () => numb
   function tokensOf(address: string, at: number): number {
     const bucket = buckets.get(address);
     if (!bucket) return limits.refusalsBurst;
+    // A clock set back (an NTP step, BuildOptions.clock moved back) would stop the refill until it
+    // caught up with the bucket's time, holding a throttled address, and every correct login from
+    // it, back that much longer: the refill goes on from the new time instead.
+    if (at < bucket.at) bucket.at = at;
     const tokens = Math.min(limits.refusalsBurst, bucket.tokens + Math.max(0, at - bucket.at) / limits.refusalRefillMs);
     if (tokens >= limits.refusalsBurst) buckets.delete(address);
     return tokens;

@@ -73,9 +73,12 @@ export function createStationLogin(options: StationLoginOptions): (upgrade: Upgr
     const hungUp = () => request.socket.destroyed;
     const context = { log, onReplacedLogin: options.onReplacedLogin, abandoned: hungUp, address, hashQueue: gate.hashQueue, memory: gate.memory };
     const matched = await checkStationCredential(db, asset, credentials.password, context);
-    if (hungUp() || matched === 'abandoned') return refuse(identity, 401, 'hung up before the login completed');
+    if (matched === 'abandoned') return refuse(identity, 401, 'hung up before its password was checked');
+    // A wrong password counts even when the station hung up while it was checked: otherwise an
+    // address that hangs up once its hash has started gets hashes without end, never throttled.
     if (matched === 'replaced') return refused(401, 'password replaced by the latest rotation');
     if (matched === null) return refused(401, 'wrong password');
+    if (hungUp()) return refuse(identity, 401, 'hung up before the login completed');
     if (matched !== 'active' && matched !== 'pending') {
       const answer = gate.deferred(matched, address);
       return refuse(identity, answer.status, answer.reason, answer.retryAfterSeconds);

@@ -132,6 +132,22 @@ describe('calls in progress', () => {
     expect(logsOf(s.id, 'crossed a per-station bound').join('\n')).toContain('Too many calls in progress');
   });
 
+  it(`a flooding station that never reads again, so never answers the closing handshake, still has its socket ended: paused at the cut, it is not held open`, async () => {
+    const s = await provisionStation(t);
+    let serverSide: Socket | undefined;
+    const capture = (_request: unknown, socket: Socket) => (serverSide ??= socket);
+    t.app.server.on('upgrade', capture);
+    const abuser = await rawStation(s);
+    t.app.server.off('upgrade', capture);
+    const ended = once(serverSide!, 'close');
+    abuser.socket.pause();
+    abuser.burst(Array.from({ length: MAX_CALLS_IN_PROGRESS + 1 }, (_, i): Frame => [2, `silent-${i}`, 'BootNotification', boot(`S-${i}`)]));
+    await vi.waitFor(() => expect(logsOf(s.id, 'crossed a per-station bound').join('\n')).toContain('Too many calls in progress'), { timeout: 10_000, interval: 20 });
+    await ended;
+    expect(serverSide!.destroyed).toBe(true);
+    await vi.waitFor(() => expect(t.app.stations.isConnectedHere(s.id)).toBe(false), { timeout: 5000, interval: 20 });
+  }, 30_000);
+
   it('calls the service refuses at once (unknown actions, schema violations, duplicate ids) are answered at once: never in progress, however many come together', async () => {
     const s = await provisionStation(t);
     const station = await rawStation(s);

@@ -231,6 +231,45 @@ describe('the throttle of refused logins per address', () => {
     expect(refusals).toHaveLength(2);
   });
 
+  it('a login that hangs up once its password is being checked still counts as refused: hanging up does not buy an address hashes beyond its allowance', async () => {
+    // One identity each: a failed check is remembered per identity and address, and not run again.
+    const stations = await Promise.all(Array.from({ length: 20 }, () => provisionStation(held, { password: suppliedPassword() })));
+    const address = '127.0.0.13';
+    for (const s of stations) {
+      const hashes = seen.hashes.length;
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port: held.port,
+        path: `/ocpp/${s.id}`,
+        localAddress: address,
+        agent: false,
+        headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-protocol': 'ocpp2.0.1', authorization: basic(s.id, WRONG) },
+      });
+      req.on('error', () => undefined);
+      req.end();
+      // Hung up while its hash runs: it never reads the answer.
+      await vi.waitFor(() => expect(seen.hashes.length).toBeGreaterThan(hashes), { timeout: 10_000, interval: 1 });
+      req.destroy();
+      await vi.waitFor(() => expect(held.logLines().filter((l) => l.includes(s.id) && l.includes('"status":401'))).toHaveLength(1), { timeout: 10_000, interval: 5 });
+    }
+    expect(await upgrade(held, address, stations[0]!.id, WRONG)).toEqual({ status: 429, retryAfter: '3' });
+  });
+
+  it('a clock set back (an NTP step, an operator fixing the time) does not hold a throttled address back any longer: its allowance refills from the new time on', async () => {
+    const address = '127.0.0.12';
+    for (let i = 0; i < 20; i++) expect((await upgrade(held, address, 'CP-unknown-clock-step', WRONG)).status).toBe(404);
+    expect(await upgrade(held, address, 'CP-unknown-clock-step', WRONG)).toEqual({ status: 429, retryAfter: '3' });
+    const setBack = 3_600_000;
+    throttleClock.now -= setBack;
+    try {
+      expect((await upgrade(held, address, 'CP-unknown-clock-step', WRONG)).retryAfter).toBe('3');
+      throttleClock.now += 3000;
+      expect((await upgrade(held, address, 'CP-unknown-clock-step', WRONG)).status).toBe(404);
+    } finally {
+      throttleClock.now += setBack - 3000;
+    }
+  });
+
   it('500 one-shot wrong logins for one asset from one address are all answered within the wait bound, none left open, at most 21 slow hashes', async () => {
     const s = await provisionStation(t, { password: suppliedPassword() });
     const before = await serverConnections(t);
