@@ -249,7 +249,7 @@ export async function insertPasswordChange(
 }
 
 // The audit row of a change: its outcome once known, and how an UNCONFIRMED one was resolved.
-// Answers the database's time of the update.
+// Answers the database's time of the update, to the millisecond as the tables keep times.
 export async function updatePasswordChange(
   db: Executor,
   id: string,
@@ -259,6 +259,6 @@ export async function updatePasswordChange(
     .update(assetPasswordChanges)
     .set({ ...update, ...('resolution' in update ? { resolvedAt: sql`now()` } : {}) })
     .where(eq(assetPasswordChanges.id, id))
-    .returning({ at: sql<Date>`now()`.mapWith(assetPasswordChanges.changedAt) });
+    .returning({ at: sql<Date>`now()::timestamptz(3)`.mapWith(assetPasswordChanges.changedAt) });
   return row?.at ?? new Date();
 }

@@ -34,10 +34,11 @@ export async function recordOutcome(tx: Executor, change: ChangeRef, outcome: Ro
   await appendEvents(tx, [passwordChanged(change, outcome, at ?? updatedAt)]);
 }
 
-// How an UNCONFIRMED change ended: an event of its own, under that change's id.
-export async function recordResolution(tx: Executor, change: ChangeRef, resolution: RotationResolution): Promise<void> {
+// How an UNCONFIRMED change ended: an event of its own, under that change's id. `at` as for
+// recordOutcome: the switch's passwordChangedAt when the new password became the only one.
+export async function recordResolution(tx: Executor, change: ChangeRef, resolution: RotationResolution, at?: Date): Promise<void> {
   const resolvedAt = await updatePasswordChange(tx, change.rotationId, { resolution });
-  await appendEvents(tx, [passwordChanged(change, resolution, resolvedAt)]);
+  await appendEvents(tx, [passwordChanged(change, resolution, at ?? resolvedAt)]);
 }
 
 // A station tried the password its latest switch retired: the rotation's staleLoginAt, and on the

@@ -155,9 +155,10 @@ async function recordStationLogin(db: Db, assetId: string, slot: Slot): Promise<
     const row = await lockRotation(tx, { network: null }, assetId);
     if (!row?.rotationId) return;
     const next = afterLogin(row.rotationState, row.deadlinePassed, slot);
-    if (next === 'CONFIRMED') await promotePending(tx, { id: assetId, rotationId: row.rotationId, state: next });
+    let switchedAt: Date | undefined;
+    if (next === 'CONFIRMED') switchedAt = await promotePending(tx, { id: assetId, rotationId: row.rotationId, state: next });
     else if (next === 'DISCARDED') await dropPending(tx, { id: assetId, rotationId: row.rotationId, state: next });
     else return;
-    await recordResolution(tx, { rotationId: row.rotationId, assetId, network: row.network }, next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED');
+    await recordResolution(tx, { rotationId: row.rotationId, assetId, network: row.network }, next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED', switchedAt);
   });
 }

@@ -86,8 +86,9 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
           retryInMs,
           attemptedAt,
           status: result.status ?? null,
-          // An answer's status says what went wrong; without one, the client's error.
-          error: delivered || result.status !== undefined ? null : (result.error ?? 'no answer'),
+          // The client's reason when it has one (a redirect not followed, a body cut at the time
+          // limit); a plain non-2xx answer's status speaks for itself.
+          error: delivered ? null : (result.error ?? (result.status === undefined ? 'no answer' : null)),
           durationMs: Math.round(result.durationMs),
         });
         if (retryInMs !== null && retryInMs < pollMs) wakeIn(retryInMs);

@@ -4,11 +4,11 @@ import { guardedConnector, TargetRefusedError } from './guarded-connector.js';
 import { checkTargetUrlForm } from './target-addresses.js';
 import type { ResolveHost } from './target-rules.js';
 
-// The HTTP client that delivers webhooks (docs/events.md, "Targets" and "Delivery"): one POST an
+// The HTTP client that delivers webhooks (docs/events.md, "Targets" and "Delivery and retries"): one POST an
 // attempt, to a target the rules allow (checked as each connection is made, guarded-connector.ts),
 // redirects never followed (a 3xx fails the attempt), the answer read up to a cap and dropped, the
 // whole attempt (connection, headers, body) cut at a time limit. `ok` only for a 2xx. It never
-// throws: every failure is an outcome with an error text that names no secret (no URL, no header).
+// throws: a failure is a status, or an error text that names no secret (no URL, no header), or both.
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_ANSWER_BYTES = 64 * 1024;
@@ -93,8 +93,9 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
       status = answer.statusCode;
       await drain(answer.body, maxAnswerBytes);
       if (status >= 200 && status < 300) return { ok: true, status, durationMs: elapsed() };
-      const error = status >= 300 && status < 400 ? 'redirects are not followed' : `answered ${status}`;
-      return { ok: false, status, error, durationMs: elapsed() };
+      // Any other status speaks for itself; a redirect is said not to be followed.
+      if (status >= 300 && status < 400) return { ok: false, status, error: 'redirects are not followed', durationMs: elapsed() };
+      return { ok: false, status, durationMs: elapsed() };
     } catch (error) {
       const failure = describe(error, timeoutMs, attempt.signal.aborted);
       return { ok: false, ...(status === undefined ? {} : { status }), error: failure, durationMs: elapsed() };

@@ -130,6 +130,16 @@ describe('webhook deliveries', () => {
     expect(receiver.received).toHaveLength(RETRY_DELAYS_MS.length + 1);
   });
 
+  it('records a redirect as a failed attempt that says it was not followed', async () => {
+    const network = uniqueNetwork();
+    const subscription = await subscribe(network, ['payment.recorded']);
+    receiver.answerWith(302);
+    await recordPayment(t, { network, session: uniqueId('ses') });
+    const [delivery] = await eventually(() => deliveriesOf(subscription.id), (d) => (d[0]?.attempts ?? 0) >= 1);
+    expect(delivery).toMatchObject({ lastStatus: 302, lastError: 'redirects are not followed' });
+    expect(delivery!.state).not.toBe('SUCCEEDED');
+  });
+
   it('records an unreachable target’s error', async () => {
     const network = uniqueNetwork();
     // A port nothing listens on.

@@ -3,13 +3,14 @@
 // `asset.password.ignored` when a station first logs in with the password its latest switch
 // retired. Each is written in the transaction of the change it reports: a refused request leaves
 // none. Driven through the API and a real OCPP-J station (ocpp-rpc); the outbox is read as the
-// delivery worker reads it.
+// delivery worker reads it, and once as a subscriber receives it.
 import { sql } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
 import { rowsOf } from '../../src/db/database.js';
 import { passwordChangedDataSchema, passwordIgnoredDataSchema } from '../../src/events/event-types.js';
 import { subprotocolOf, type OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
-import { ASSET_WRITER, familyError } from '../helpers/asset-factory.js';
+import { ASSET_WRITER, createAsset, familyError, uniqueNetwork } from '../helpers/asset-factory.js';
+import { startReceiver, verified } from '../helpers/webhook-receiver.js';
 import {
   PASSWORD_COMMAND,
   loginStatus,
@@ -24,7 +25,7 @@ import {
 
 const URL_ = '/asset-management/v1/assets/change-password';
 
-const t = useStationApp({ env: { OCPP_CALL_TIMEOUT_SECONDS: '1' } });
+const t = useStationApp({ env: { OCPP_CALL_TIMEOUT_SECONDS: '1', WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' } });
 
 type PasswordEvent = { type: string; network: string; data: { assetId: string; network: string; rotationId: string; outcome?: string; at: string } };
 
@@ -132,7 +133,9 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s: asset.password.changed', (ver
       ['UNCONFIRMED', rotationId],
       ['NEW_USED', rotationId],
     ]);
-    expect(events[2]!.data.at).toBe((await rotation(s.id)).resolvedAt);
+    // Dated with the switch, as the asset shows it.
+    const asset = await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } });
+    expect(events[2]!.data.at).toBe(asset.json().data.passwordChangedAt);
   });
 
   it('UNCONFIRMED, then a login with the old password (OLD_USED)', async () => {
@@ -140,7 +143,10 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s: asset.password.changed', (ver
     expect((await post({ id: s.id })).statusCode).toBe(202);
     await s.client.close({ force: true });
     expect(await login(s, s.password)).toBe(101);
-    expect((await outcomesOf(s.id)).map(([, outcome]) => outcome)).toEqual(['PROVISIONED', 'UNCONFIRMED', 'OLD_USED']);
+    const events = await eventsOf(s.id);
+    expect(events.map((event) => event.data.outcome)).toEqual(['PROVISIONED', 'UNCONFIRMED', 'OLD_USED']);
+    // Nothing switched: dated with the resolution, as the asset's rotation shows it.
+    expect(events[2]!.data.at).toBe((await rotation(s.id)).resolvedAt);
   });
 });
 
@@ -223,5 +229,47 @@ describe('a station that answers Accepted and keeps its old password', () => {
     expect(statuses.filter((status) => status === 101)).toEqual([]);
     await vi.waitFor(async () => expect((await rotation(s.id)) as unknown).toMatchObject({ staleLoginAt: expect.any(String) }));
     expect((await eventsOf(s.id)).filter((event) => event.type === 'asset.password.ignored')).toHaveLength(1);
+  });
+});
+
+describe('delivered', () => {
+  it('a subscriber of the network receives the rotation’s events signed, as the outbox holds them', async () => {
+    const receiver = await startReceiver();
+    try {
+      const network = uniqueNetwork();
+      const subscribed = await t.app.inject({
+        method: 'POST',
+        url: '/webhooks/v1/subscriptions',
+        headers: { authorization: t.bearer({ scopes: ['write:webhooks'], network }) },
+        payload: { url: receiver.url, events: ['asset.password.changed', 'asset.password.ignored'] },
+      });
+      expect(subscribed.statusCode, subscribed.body).toBe(201);
+      const asset = await createAsset(t, { network, securityProfile: 1 });
+      const provisioned = await post({ id: asset.id });
+      expect(provisioned.statusCode, provisioned.body).toBe(200);
+      const s: ProvisionedStation = { id: asset.id, network, ocppVersion: asset.ocppVersion, password: provisioned.json().data.password as string };
+      const client = await connect(s, s.password);
+      client.handle(PASSWORD_COMMAND[s.ocppVersion], async ({ params }: { params?: unknown }) => passwordCommandAnswer(s.ocppVersion, 'Accepted', params));
+      const res = await post({ id: s.id });
+      expect(res.statusCode, res.body).toBe(200);
+      await client.close({ force: true });
+      expect(await login(s, s.password)).toBe(401);
+
+      const received = await receiver.waitFor(3);
+      const key = (event: { type: string; data: unknown }) => JSON.stringify([event.type, event.data]);
+      const delivered = received.map((webhook) => verified(subscribed.json().data.secret as string, webhook)).map(key).sort();
+      const outbox = await eventsOf(s.id);
+      expect(outbox.map((event) => [event.type, event.data.outcome])).toEqual([
+        ['asset.password.changed', 'PROVISIONED'],
+        ['asset.password.changed', 'ACCEPTED'],
+        ['asset.password.ignored', undefined],
+      ]);
+      expect(delivered).toEqual(outbox.map(key).sort());
+      for (const webhook of received) {
+        for (const password of [s.password, res.json().data.password as string]) expect(webhook.body).not.toContain(password);
+      }
+    } finally {
+      await receiver.close();
+    }
   });
 });

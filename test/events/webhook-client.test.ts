@@ -109,7 +109,9 @@ describe('webhook client: answers', () => {
     const webhooks = client({ allowPrivateTargets: true });
     expect(await webhooks.send({ url: `${target.url}/in?key=1`, ...EVENT })).toMatchObject({ ok: true, status: 204 });
     expect(await webhooks.send({ url: `${target.url}/created`, ...EVENT })).toMatchObject({ ok: true, status: 201 });
-    expect(await webhooks.send({ url: `${target.url}/fail`, ...EVENT })).toMatchObject({ ok: false, status: 500, error: 'answered 500' });
+    const failed = await webhooks.send({ url: `${target.url}/fail`, ...EVENT });
+    expect(failed).toMatchObject({ ok: false, status: 500 });
+    expect(failed.error).toBeUndefined();
     expect(target.requests[0]).toMatchObject({ path: '/in?key=1', body: EVENT.body, headers: { 'webhook-id': 'evt_1', 'content-type': 'application/json' } });
     expect(target.requests).toHaveLength(3);
   });
