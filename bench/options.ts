@@ -158,13 +158,70 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   };
 }
 
-function positiveInt(text: string, name: string, max: number): number {
+function positiveInt(text: string, name: string, max: number, usage = USAGE, min = 1): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > max) fail(`${name} must be an integer from 1 to ${max}`);
+  if (!Number.isInteger(n) || n < min || n > max) fail(`${name} must be an integer from ${min} to ${max}`, usage);
   return n;
 }
 
-function fail(message: string): never {
-  process.stderr.write(`${message}\n${USAGE}\n`);
+function fail(message: string, usage = USAGE): never {
+  process.stderr.write(`${message}\n${usage}\n`);
   process.exit(2);
+}
+
+// `npm run bench -- --webhooks` (bench/webhooks.ts): what delivering costs the API.
+export interface WebhookBenchOptions {
+  quick: boolean;
+  // Pairs of payment-recording windows, without and with two active subscriptions, their order
+  // alternated; the ratio is their median.
+  rounds: number;
+  durationSeconds: number;
+  // Events in the backlog drained to the local receiver.
+  backlog: number;
+  // Stations in the reconnect storm measured without and with subscriptions (0: no storm).
+  storm: number;
+  build: boolean;
+  out: string;
+  databaseUrl: string | undefined;
+}
+
+const WEBHOOK_USAGE = `usage: npm run bench -- --webhooks [--quick] [--rounds N] [--duration SECONDS] [--backlog N] [--storm N] [--no-build] [--out FILE]
+  --quick       1 round of 5 s, a backlog of 10,000, a storm of 200
+  --rounds N    pairs of payment-recording windows, none and two subscriptions, alternated; default 5
+  --duration S  seconds per recording window; default 10
+  --backlog N   events in the backlog drained to the local receiver; default 100,000
+  --storm N     stations in the reconnect storm, without and with two subscriptions; default 2,000, 0 for none
+  --no-build    reuse dist/ instead of running npm run build first
+  --out FILE    default bench/results/webhooks-latest.json (webhooks-quick.json with --quick)
+Runs against PostgreSQL when DATABASE_URL is set (a throwaway database on that server, dropped at
+the end and on Ctrl-C), otherwise against PGlite in a temporary directory.`;
+
+export function parseWebhookOptions(argv: string[], env: NodeJS.ProcessEnv): WebhookBenchOptions {
+  const quick = argv.includes('--quick');
+  const options: WebhookBenchOptions = {
+    quick,
+    rounds: quick ? 1 : 5,
+    durationSeconds: quick ? 5 : 10,
+    backlog: quick ? 10_000 : 100_000,
+    storm: quick ? 200 : 2000,
+    build: true,
+    out: `${BENCH_DIR}results/webhooks-${quick ? 'quick' : 'latest'}.json`,
+    databaseUrl: env.DATABASE_URL || undefined,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const value = (): string => argv[++i] ?? fail(`${arg} needs a value`, WEBHOOK_USAGE);
+    if (arg === '--webhooks' || arg === '--quick') continue;
+    else if (arg === '--rounds') options.rounds = positiveInt(value(), arg, 20, WEBHOOK_USAGE);
+    else if (arg === '--duration') options.durationSeconds = positiveInt(value(), arg, 300, WEBHOOK_USAGE);
+    else if (arg === '--backlog') options.backlog = positiveInt(value().replace(/_/g, ''), arg, 1_000_000, WEBHOOK_USAGE);
+    else if (arg === '--storm') options.storm = positiveInt(value().replace(/_/g, ''), arg, 10_000, WEBHOOK_USAGE, 0);
+    else if (arg === '--no-build') options.build = false;
+    else if (arg === '--out') options.out = value();
+    else fail(`unknown option ${arg}`, WEBHOOK_USAGE);
+  }
+  if (options.databaseUrl && !['127.0.0.1', 'localhost', '::1', '[::1]'].includes(new URL(options.databaseUrl).hostname)) {
+    fail('DATABASE_URL must point at 127.0.0.1/localhost: the benchmark only loads the loopback interface', WEBHOOK_USAGE);
+  }
+  return options;
 }

@@ -31,6 +31,7 @@ import { SERVICE_LIST_SQL, normalizeSql } from './list-sql.js';
 import { measureStartMemory } from './memory.js';
 import { runClients, runLoad, runPaced, type LoadResult, type RequestShape } from './load.js';
 import { BENCH_DIR, ROOT_DIR, parseOptions, type BenchOptions } from './options.js';
+import { recordBody } from './payment-requests.js';
 import { PGBENCH, pgbenchAvailable, runPgbench } from './pgbench.js';
 import { startOwnCluster } from './postgres-cluster.js';
 import {
@@ -107,22 +108,6 @@ function listPath(count: number, rows: number, scoped: boolean): string {
 function listRequest(count: number, rows: number, bearer: string | null, scoped: boolean, acceptEncoding?: string): () => RequestShape {
   const headers = { ...(bearer ? { authorization: bearer } : {}), ...(acceptEncoding ? { 'accept-encoding': acceptEncoding } : {}) };
   return () => ({ method: 'GET', path: listPath(count, rows, scoped), ...(Object.keys(headers).length > 0 ? { headers } : {}) });
-}
-
-function recordBody(tag: string, i: number): string {
-  return JSON.stringify({
-    network: networkOf(i),
-    session: `ses_rec_${tag}_${i}`,
-    sitePartners: [`sp_${i % 300}`],
-    location: `loc_${i % 5000}`,
-    currency: 'USD',
-    paymentType: 'DRIVER_ACCOUNT',
-    costs: { energy: 1200 + (i % 500), idle: i % 4 === 0 ? 150 : 0, flat: 100, time: 0 },
-    usages: { energy: 24_000 + (i % 1000), time: 3600, idle: 300 },
-    taxConfig: i % 3 === 0 ? null : { totalPercentSalesTax: 0.0725, energyPerKwhExciseTax: i % 2 ? 0.01 : null },
-    priceAdjustment: i % 4 === 1 ? { id: 'pa_bench', amount: 20, maxAdjustment: 500 } : null,
-    ...(i % 5 === 0 ? { additionalFee: 150 } : {}),
-  });
 }
 
 function modelBody(tag: string, i: number): string {
@@ -956,17 +941,24 @@ async function main(): Promise<void> {
   log(`\nfigures written to ${options.out}`);
 }
 
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    log(`\n${signal}: stopping child processes and dropping the bench database`);
-    void cleanup().finally(() => process.exit(130));
-  });
+// The "webhooks" group (npm run bench -- --webhooks) has a harness of its own, which drops its
+// database on Ctrl-C itself: bench/webhooks.ts.
+const webhooks = process.argv.includes('--webhooks');
+if (!webhooks) {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`\n${signal}: stopping child processes and dropping the bench database`);
+      void cleanup().finally(() => process.exit(130));
+    });
+  }
 }
 process.on('exit', () => killAllChildrenNow());
 
 // The "stations" group (npm run bench -- --stations, its abuse part alone with --abuse) has a
 // harness of its own: bench/stations.ts.
-if (process.argv.includes('--stations') || process.argv.includes('--abuse')) {
+if (webhooks) {
+  await import('./webhooks.js');
+} else if (process.argv.includes('--stations') || process.argv.includes('--abuse')) {
   await import('./stations.js');
 } else {
   main()

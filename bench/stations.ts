@@ -6,16 +6,16 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql } from 'drizzle-orm';
 import { RPCClient } from 'ocpp-rpc';
-import { hashAssetPassword, hashGeneratedPassword } from '../src/asset-management/password-hashing.js';
-import { generatePassword } from '../src/asset-management/password-rules.js';
-import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments, sessionOf } from './database.js';
+import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments } from './database.js';
 import { runAbuseGroup } from './abuse.js';
-import { runLoad, type LoadResult } from './load.js';
+import type { LoadResult } from './load.js';
 import { BENCH_DIR, ROOT_DIR } from './options.js';
 import { median } from './report.js';
-import { cpuMs, freePort, LOOPBACK, postgresCpuMs, rssMiB, runCommand, SERVER_ARGS, SERVER_NODE, startChild, stopAllChildren, stopChild, waitForHttp, type Child } from './processes.js';
+import { cpuMs, freePort, LOOPBACK, postgresCpuMs, rssMiB, runCommand, SERVER_NODE, stopAllChildren, stopChild, type Child } from './processes.js';
+import { insertStations, startStations } from './station-fleet.js';
+import { startBenchService } from './bench-service.js';
+import { listBeside } from './payment-requests.js';
 
 interface StationsOptions {
   held: number;
@@ -60,52 +60,6 @@ function parse(argv: string[]): StationsOptions {
 }
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
-
-async function insertStations(database: Awaited<ReturnType<typeof openBenchDatabase>>, prefix: string, count: number, kind: 'generated' | 'supplied') {
-  const stations: Array<[string, string]> = [];
-  const hashes: string[] = [];
-  // One supplied password and one argon2id hash for all: verifying costs the same, hashing 2,000
-  // of them would take minutes.
-  const supplied = 'Bench:Supplied-Password-1';
-  const suppliedHash = kind === 'supplied' ? await hashAssetPassword('2.0.1', supplied, { generated: false }) : '';
-  for (let i = 0; i < count; i++) {
-    const password = kind === 'supplied' ? supplied : generatePassword('2.0.1');
-    stations.push([`${prefix}-${i}`, password]);
-    hashes.push(kind === 'supplied' ? suppliedHash : hashGeneratedPassword(password));
-  }
-  for (let from = 0; from < count; from += 5000) {
-    const ids = stations.slice(from, from + 5000).map(([id]) => id);
-    await database.db.execute(sql`
-      insert into assets (id, network, ocpp_version, security_profile, password_hash, password_changed_at)
-      select id, 'net_bench_stations', '2.0.1', 1, hash, now()
-        from unnest(${sql.param(ids)}::text[], ${sql.param(hashes.slice(from, from + 5000))}::text[]) as s(id, hash)`);
-  }
-  return stations;
-}
-
-function startStations(name: string, port: number, stations: Array<[string, string]>, mode: 'held' | 'storm', heartbeatSeconds: number, dir: string) {
-  const file = join(dir, `${name}.json`);
-  writeFileSync(file, JSON.stringify(stations));
-  // The limit is raised for this process only, in the script (the hard limit allows it).
-  const child = startChild(name, 'sh', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec node --import tsx bench/station-load.ts'], {
-    cwd: ROOT_DIR,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, STATIONS_FILE: file, ENDPOINT: `ws://${LOOPBACK}:${port}/ocpp`, MODE: mode, HEARTBEAT_SECONDS: String(heartbeatSeconds) },
-    logFile: join(dir, `${name}.log`),
-  });
-  const ready = new Promise<Record<string, unknown>>((resolve, reject) => {
-    let buffer = '';
-    child.process.stdout!.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      for (const line of buffer.split('\n').slice(0, -1)) {
-        const event = JSON.parse(line) as Record<string, unknown>;
-        if (event.event === 'ready') resolve(event);
-      }
-      buffer = buffer.slice(buffer.lastIndexOf('\n') + 1);
-    });
-    void child.exited.then((code) => reject(new Error(`${name} exited with ${code}`)));
-  });
-  return { child, ready };
-}
 
 // Cores each process used while `work` ran: on a 2-core machine the stations' own process and
 // PostgreSQL take CPU from the service, and the ratios below cannot be read without them.
@@ -206,25 +160,7 @@ async function main(): Promise<void> {
     await database.close();
 
     // Every service process of the group starts alike; a second one (PostgreSQL) shares the database.
-    const startService = async (name: string, port: number) => {
-      const child = startChild(name, SERVER_NODE, SERVER_ARGS, {
-        cwd: ROOT_DIR,
-        env: {
-          PATH: process.env.PATH,
-          HOME: process.env.HOME,
-          NODE_ENV: 'production',
-          LOG_LEVEL: 'warn',
-          HOST: LOOPBACK,
-          PORT: String(port),
-          RATE_LIMIT_MAX: '0',
-          OCPP_MIN_SECURITY_PROFILE: '1',
-          ...(target.kind === 'postgres' ? { DATABASE_URL: target.url } : { DATA_DIR: target.dataDir }),
-        },
-        logFile: join(dir, `${name}.log`),
-      });
-      await waitForHttp(child, `http://${LOOPBACK}:${port}/healthz`, 60_000, 200);
-      return child;
-    };
+    const startService = (name: string, port: number) => startBenchService(name, port, target, dir);
     const port = await freePort();
     server = await startService('service', port);
     const token = await fetch(`http://${LOOPBACK}:${port}/oauth/token`, {
@@ -235,17 +171,7 @@ async function main(): Promise<void> {
       },
       body: 'grant_type=client_credentials',
     }).then(async (r) => `Bearer ${((await r.json()) as { access_token: string }).access_token}`);
-    const list = (seconds: number): Promise<LoadResult> =>
-      runLoad({
-        port,
-        connections: 32,
-        durationSeconds: seconds,
-        next: () => ({
-          method: 'GET',
-          path: `/payments/v1/session-payments?sessionIds=${Array.from({ length: 100 }, () => sessionOf(Math.floor(Math.random() * 10_000))).join(',')}`,
-          headers: { authorization: token },
-        }),
-      });
+    const list = (seconds: number): Promise<LoadResult> => listBeside(port, token, seconds);
     const row = (name: string, r: LoadResult) => log(`  ${name.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} rps  p50 ${r.p50.toFixed(1)} ms  p99 ${r.p99.toFixed(1)} ms  non-2xx ${r.non2xx}  errors ${r.socketErrors}`);
 
     const abuse = () =>

@@ -37,6 +37,7 @@ export async function listAssets(
 // What a station's login reads of its asset: its version, profile and credential slots.
 export interface StationLoginRow {
   id: string;
+  network: string;
   ocppVersion: OcppVersion;
   securityProfile: number;
   passwordHash: string | null;
@@ -49,6 +50,7 @@ export interface StationLoginRow {
 
 const loginColumns = {
   id: assets.id,
+  network: assets.network,
   ocppVersion: assets.ocppVersion,
   securityProfile: assets.securityProfile,
   passwordHash: assets.passwordHash,

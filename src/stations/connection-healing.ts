@@ -12,7 +12,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
+import { stationEvents } from './station-events.js';
 import { releaseRetryDelayMs } from './station-rules.js';
+import { reattachStations } from './replicas-repository.js';
 import { releaseUnheldStations, type StationRelease } from './stations-repository.js';
 
 export interface ConnectionHealingOptions {
@@ -32,6 +34,9 @@ export interface ConnectionHealing {
   release(item: StationRelease): void;
   // `before`: the database's time of a statement that completed before this call.
   reconcile(before: string): Promise<void>;
+  // The lease had run out: the rows another replica released meanwhile, at the epochs still held
+  // here, are this replica's again.
+  reattach(): Promise<void>;
   close(): void;
 }
 
@@ -129,10 +134,17 @@ export function createConnectionHealing(options: ConnectionHealingOptions): Conn
       // so it commits after `before` and the statement leaves its row alone.
       const held = [...open].map(([assetId, epoch]) => ({ assetId, epoch }));
       const running = [...claiming.keys()];
-      const stale = await options.schedule(() => releaseUnheldStations(options.db, options.replicaId, before, held, running));
+      const stale = await options.schedule(() => releaseUnheldStations(options.db, options.replicaId, before, held, running, stationEvents));
       if (stale.length > 0) {
         log.warn({ count: stale.length, stations: stale.slice(0, LOGGED_IDS) }, 'released stations recorded connected here without a connection');
       }
+    },
+
+    async reattach() {
+      if (closed || open.size === 0) return;
+      const held = [...open].map(([assetId, epoch]) => ({ assetId, epoch }));
+      const back = await options.schedule(() => reattachStations(options.db, options.replicaId, held, stationEvents));
+      if (back > 0) log.warn({ count: back }, 'this replica’s lease had run out; its stations are recorded connected here again');
     },
 
     close() {

@@ -9,7 +9,8 @@ import type { ConnectionHealing } from './connection-healing.js';
 import type { SocketRegistry } from './socket-registry.js';
 import { stationTimings } from './station-rules.js';
 import type { StationStatements } from './station-statements.js';
-import { deleteStaleReplicas, deleteStationTakeovers, endReplica, findStationTakeovers, renewReplicaLease } from './stations-repository.js';
+import { deleteStaleReplicas, deleteStationTakeovers, endReplica, findStationTakeovers, releaseLapsedReplicas, renewReplicaLease } from './replicas-repository.js';
+import { stationEvents } from './station-events.js';
 
 export interface ReplicaLeaseOptions {
   db: Db;
@@ -47,16 +48,31 @@ export function createReplicaLease(options: ReplicaLeaseOptions): ReplicaLease {
   const { db, log, replicaId, registry, statements, healing } = options;
   const { renewMs, seenFlushMs } = stationTimings(options.leaseSeconds);
   const loops: Loop[] = [];
+  let reattachDue = false;
 
-  const renewLease = () => renewReplicaLease(db, replicaId, options.leaseSeconds, options.publicKey);
+  const renewLease = () => renewReplicaLease(db, replicaId, options.leaseSeconds, options.publicKey, stationEvents);
+
+  // The rows of replicas whose lease ran out (killed, or cut off from the database) read
+  // disconnected already: released, each with its event, by whichever replica comes first.
+  const releaseLapsed = () =>
+    releaseLapsedReplicas(db, stationEvents).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not release the stations of lapsed replicas; retrying'));
 
   async function renewAndReconcile(): Promise<void> {
-    const renewedAt = await renewLease();
+    // A lease that had run out: the renewal released the rows still naming this replica (or
+    // another replica did), and the stations still held here are taken back.
+    const { now: renewedAt, lapsed } = await renewLease();
+    // Until it lands: the next renewal will not find the lease lapsed.
+    if (lapsed) reattachDue = true;
+    if (reattachDue) {
+      await healing.reattach();
+      reattachDue = false;
+    }
     // A newer connection on another replica took the station: the older socket goes. Deleted only
     // once acted on, so a notice whose answer was lost on the way is read again.
     const notices = await findStationTakeovers(db, replicaId);
     registry.takenOver(notices);
     await deleteStationTakeovers(db, replicaId, notices);
+    await releaseLapsed();
     await healing.reconcile(renewedAt).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not reconcile the stations recorded here; retrying'));
   }
 
@@ -86,6 +102,7 @@ export function createReplicaLease(options: ReplicaLeaseOptions): ReplicaLease {
       await renewLease();
     },
     async startLoops() {
+      await releaseLapsed();
       await deleteStaleReplicas(db).catch((error: unknown) => log.warn({ err: loggableError(error) }, 'could not delete stale replicas'));
       every(renewMs, renewAndReconcile, 'station lease renewal failed; retrying');
       every(seenFlushMs, () => writeSeen(false), 'could not record stations’ lastSeenAt; retrying');
@@ -95,6 +112,6 @@ export function createReplicaLease(options: ReplicaLeaseOptions): ReplicaLease {
       await Promise.all(loops.map((loop) => loop.running));
     },
     writeAllSeen: () => writeSeen(true),
-    end: () => endReplica(db, replicaId),
+    end: () => endReplica(db, replicaId, stationEvents),
   };
 }

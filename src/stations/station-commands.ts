@@ -11,7 +11,7 @@ import { codecOf } from './ocpp/ocpp-codec.js';
 import type { ReplicaKeys } from './sealed-box.js';
 import type { SocketRegistry } from './socket-registry.js';
 import { stationConnected } from './station-presence.js';
-import { findStationHolder } from './stations-repository.js';
+import { findStationHolder } from './replicas-repository.js';
 
 export interface StationCommandsOptions {
   db: Db;

@@ -89,7 +89,7 @@ export function createStationLogin(options: StationLoginOptions): (upgrade: Upgr
       return { accept: true, protocol, session: { epoch: null } };
     }
     if (options.closing()) return refuse(identity, 503, 'shutting down');
-    const epoch = await statements.claim({ assetId: identity, replicaId, protocol });
+    const epoch = await statements.claim({ assetId: identity, replicaId, network: asset.network, protocol });
     const claimedAt = Date.now();
     // Released once whatever ends the connection; the epoch keeps it from releasing a newer
     // connection's claim.

@@ -3,7 +3,7 @@
 // write was lost, a replica that died with its lease still running).
 import type { Db } from '../db/database.js';
 import type { CommandBus } from './command-bus.js';
-import { findStationHolder } from './stations-repository.js';
+import { findStationHolder } from './replicas-repository.js';
 
 export interface PresenceDeps {
   db: Db;

@@ -5,6 +5,7 @@ import { readStationLogins, type StationLoginRow } from '../asset-management/sta
 import type { Db } from '../db/database.js';
 import { createBatcher } from './batching.js';
 import { MAX_CONNECTOR_STATUSES } from './station-bounds.js';
+import { stationEvents } from './station-events.js';
 import {
   claimStations,
   recordBoots,
@@ -66,10 +67,10 @@ export function createStationStatements(
   };
   const byAsset = (item: { assetId: string }) => item.assetId;
   const logins = batched((ids: string[]) => readStationLogins(db, ids));
-  const claims = batched((items: StationClaim[]) => guardClaims(items.map(byAsset), () => claimStations(db, items)), byAsset);
+  const claims = batched((items: StationClaim[]) => guardClaims(items.map(byAsset), () => claimStations(db, items, stationEvents)), byAsset);
   const boots = batched(forEach((items: StationBoot[]) => recordBoots(db, items)), byAsset);
   const statuses = batched((items: StationConnectorStatus[]) => recordConnectorStatuses(db, items, MAX_CONNECTOR_STATUSES), byAsset);
-  const releases = batched(forEach((items: StationRelease[]) => releaseStations(db, items)), byAsset);
+  const releases = batched(forEach((items: StationRelease[]) => releaseStations(db, items, stationEvents)), byAsset);
   return {
     readLogin: (identity) => logins.push(identity),
     claim: (item) => claims.push(item),

@@ -1,7 +1,8 @@
-import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { inArray, sql } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
 import type { OcppSubprotocol } from '../kernel/ocpp-vocabulary.js';
-import { stationConnections, stationReplicas, stationTakeovers, type ConnectorStatusRecord } from './stations-tables.js';
+import { LAPSED_AT, ofCurrentEpochRows, stationRows, type StationEventSql } from './station-sql.js';
+import { stationConnections, stationReplicas, type ConnectorStatusRecord } from './stations-tables.js';
 
 // The statements every connecting station runs (claim, boot, connector status, release) take many
 // stations at once (src/stations/batching.ts gathers them): one statement of constant text with arrays for
@@ -10,25 +11,45 @@ import { stationConnections, stationReplicas, stationTakeovers, type ConnectorSt
 export interface StationClaim {
   assetId: string;
   replicaId: string;
+  network: string;
   protocol: OcppSubprotocol;
 }
 
 // Takes each station for its replica with a new epoch: any older connection, here or on another
 // replica, is no longer the station's from this statement on. The ids must be distinct (a
 // statement cannot update one row twice). Epochs in the order of claims.
-export async function claimStations(db: Executor, claims: StationClaim[]): Promise<number[]> {
-  const rows = await rowsOf<{ asset_id: string; epoch: string }>(
+// The same statement appends the events of what changed (docs/stations.md, "Events"): a station
+// that was not connected (no row, a released one, or one naming a replica whose lease ran out)
+// is `station.connected`; a takeover from a live connection is no event; a row whose replica's
+// lease ran out yields the `station.disconnected` nobody wrote yet, at the lease's end. `prior`
+// locks the rows first (the insert reads it), so it sees what the claim replaces, also when
+// another statement changed it meanwhile.
+export async function claimStations(db: Executor, claims: StationClaim[], events: StationEventSql): Promise<number[]> {
+  const ids = sql`${sql.param(claims.map((c) => c.assetId))}::text[]`;
+  const rows = await rowsOf<{ asset_id: string; epoch: string; connected: boolean }>(
     db,
     sql`
-    insert into station_connections (asset_id, replica_id, epoch, protocol, connected_at, last_seen_at)
-    select c.asset_id, c.replica_id, 1, c.protocol, now(), now()
-      from unnest(${sql.param(claims.map((c) => c.assetId))}::text[], ${sql.param(claims.map((c) => c.replicaId))}::text[],
-                  ${sql.param(claims.map((c) => c.protocol))}::text[]) as c(asset_id, replica_id, protocol)
-    on conflict (asset_id) do update
-       set replica_id = excluded.replica_id, epoch = station_connections.epoch + 1, protocol = excluded.protocol,
-           connected_at = now(), last_seen_at = now(), disconnected_at = null
-    returning asset_id, epoch::text as epoch`,
+    with prior as (
+      select s.asset_id, s.network, s.protocol, s.replica_id is not null and coalesce(r.lease_expires_at > now(), false) as live,
+             ${LAPSED_AT} as lapsed_at
+        from station_connections s left join station_replicas r on r.id = s.replica_id
+       where s.asset_id = any(${ids})
+         for update of s),
+    claimed as (
+      insert into station_connections (asset_id, replica_id, network, epoch, protocol, connected_at, last_seen_at)
+      select c.asset_id, c.replica_id, c.network, 1, c.protocol, now(), now()
+        from unnest(${ids}, ${sql.param(claims.map((c) => c.replicaId))}::text[], ${sql.param(claims.map((c) => c.network))}::text[],
+                    ${sql.param(claims.map((c) => c.protocol))}::text[]) as c(asset_id, replica_id, network, protocol)
+        left join prior p on p.asset_id = c.asset_id
+      on conflict (asset_id) do update
+         set replica_id = excluded.replica_id, network = excluded.network, epoch = station_connections.epoch + 1, protocol = excluded.protocol,
+             connected_at = now(), last_seen_at = now(), disconnected_at = null
+      returning asset_id, network, protocol, epoch, connected_at),
+    lapsed as (${events.disconnected(sql`(select p.asset_id, p.network, p.protocol, p.lapsed_at as at from prior p join claimed using (asset_id) where p.lapsed_at is not null)`)}),
+    connected as (${events.connected(sql`(select c.asset_id, c.network, c.protocol, c.connected_at as at from claimed c left join prior p using (asset_id) where p.live is not true)`)})
+    select c.asset_id, c.epoch::text as epoch, p.live is not true as connected from claimed c left join prior p using (asset_id)`,
   );
+  if (rows.some((r) => r.connected)) events.appended();
   const byId = new Map(rows.map((r) => [r.asset_id, Number(r.epoch)]));
   return claims.map((c) => {
     const epoch = byId.get(c.assetId);
@@ -37,76 +58,26 @@ export async function claimStations(db: Executor, claims: StationClaim[]): Promi
   });
 }
 
-// Resolves with the database's time of the renewal, as PostgreSQL's text (passed back unparsed).
-export async function renewReplicaLease(db: Executor, replicaId: string, leaseSeconds: number, publicKey: string): Promise<string> {
-  const expires = sql`now() + make_interval(secs => ${leaseSeconds})`;
-  const [row] = await db
-    .insert(stationReplicas)
-    .values({ id: replicaId, leaseExpiresAt: expires, publicKey })
-    .onConflictDoUpdate({ target: stationReplicas.id, set: { leaseExpiresAt: expires, publicKey } })
-    .returning({ now: sql<string>`now()::text` });
-  return row!.now;
-}
-
-// The live replica holding the station's socket, with the key a command to it is sealed to.
-export async function findStationHolder(db: Executor, assetId: string): Promise<{ replicaId: string; publicKey: string | null } | undefined> {
-  const [row] = await db
-    .select({ replicaId: stationReplicas.id, publicKey: stationReplicas.publicKey })
-    .from(stationConnections)
-    .innerJoin(stationReplicas, eq(stationReplicas.id, stationConnections.replicaId))
-    .where(and(eq(stationConnections.assetId, assetId), sql`${stationReplicas.leaseExpiresAt} > now()`))
-    .limit(1);
-  return row;
-}
-
-// Replicas whose lease ran out long ago (their stations already read disconnected), and the
-// takeover notices nobody is left to read.
-export async function deleteStaleReplicas(db: Executor): Promise<void> {
-  await db.delete(stationReplicas).where(sql`${stationReplicas.leaseExpiresAt} < now() - interval '1 day'`);
-  await db
-    .delete(stationTakeovers)
-    .where(sql`not exists (select 1 from ${stationReplicas} where ${stationReplicas.id} = ${stationTakeovers.replicaId})`);
-}
-
-export async function endReplica(db: Executor, replicaId: string): Promise<void> {
-  await db
-    .update(stationConnections)
-    .set({ replicaId: null, disconnectedAt: sql`now()` })
-    .where(eq(stationConnections.replicaId, replicaId));
-  await db.delete(stationTakeovers).where(eq(stationTakeovers.replicaId, replicaId));
-  await db.delete(stationReplicas).where(eq(stationReplicas.id, replicaId));
-}
-
-// `unnest(...) as r(asset_id, epoch, <columns>)`: stations at epochs (and more columns, as
-// r.<name>), one row per item, for a statement about many stations at once.
-function stationRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]> = {}): SQL {
-  const extra = Object.entries(columns);
-  const arrays = [
-    sql`${sql.param(items.map((i) => i.assetId))}::text[]`,
-    sql`${sql.param(items.map((i) => i.epoch))}::bigint[]`,
-    ...extra.map(([, [type, value]]) => sql`${sql.param(items.map(value))}::${sql.raw(type)}[]`),
-  ];
-  const names = sql.raw(['asset_id', 'epoch', ...extra.map(([name]) => name)].join(', '));
-  return sql`unnest(${sql.join(arrays, sql`, `)}) as r(${names})`;
-}
-
-// What an update of the stations' connection rows (alias c) reads: each row only while its epoch
-// is the one named, so a newer connection's row is left alone.
-function ofCurrentEpochRows<T extends { assetId: string; epoch: number }>(items: T[], columns: Record<string, [type: string, value: (item: T) => unknown]>): SQL {
-  return sql`from ${stationRows(items, columns)} where c.asset_id = r.asset_id and c.epoch = r.epoch`;
-}
-
 export interface StationRelease {
   assetId: string;
   epoch: number;
   lastSeenAt: Date;
 }
 
-export async function releaseStations(db: Executor, releases: StationRelease[]): Promise<void> {
-  await db.execute(sql`
-    update station_connections c
-       set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
-    ${ofCurrentEpochRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })}`);
+// A row already released (by the sweep of a lapsed lease) is left as it is: its event was written.
+export async function releaseStations(db: Executor, releases: StationRelease[], events: StationEventSql): Promise<void> {
+  const [row] = await rowsOf<{ n: number }>(
+    db,
+    sql`
+    with released as (
+      update station_connections c
+         set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
+      ${ofCurrentEpochRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })} and c.replica_id is not null
+      returning c.asset_id, c.network, c.protocol, c.disconnected_at as at),
+    appended as (${events.disconnected(sql`released`)})
+    select count(*)::int as n from released`,
+  );
+  if (row!.n > 0) events.appended();
 }
 
 // The rows naming this replica connected that no claim of it stands behind any more: a release
@@ -124,18 +95,23 @@ export async function releaseUnheldStations(
   before: string,
   held: Array<{ assetId: string; epoch: number }>,
   claiming: string[],
+  events: StationEventSql,
 ): Promise<string[]> {
   const rows = await rowsOf<{ asset_id: string }>(
     db,
     sql`
-    update station_connections c
-       set replica_id = null, disconnected_at = now()
-     where c.replica_id = ${replicaId}
-       and c.connected_at < ${before}::timestamptz - interval '1 second'
-       and c.asset_id <> all(${sql.param(claiming)}::text[])
-       and not exists (select 1 from ${stationRows(held)} where r.asset_id = c.asset_id collate "C" and r.epoch = c.epoch)
-    returning c.asset_id`,
+    with released as (
+      update station_connections c
+         set replica_id = null, disconnected_at = now()
+       where c.replica_id = ${replicaId}
+         and c.connected_at < ${before}::timestamptz - interval '1 second'
+         and c.asset_id <> all(${sql.param(claiming)}::text[])
+         and not exists (select 1 from ${stationRows(held)} where r.asset_id = c.asset_id collate "C" and r.epoch = c.epoch)
+      returning c.asset_id, c.network, c.protocol, c.disconnected_at as at),
+    appended as (${events.disconnected(sql`released`)})
+    select asset_id from released`,
   );
+  if (rows.length > 0) events.appended();
   return rows.map((r) => r.asset_id);
 }
 
@@ -193,24 +169,6 @@ export async function recordConnectorStatuses(db: Executor, updates: StationConn
     const stored = byId.get(u.assetId);
     return stored === undefined ? 'stale' : stored ? 'stored' : 'full';
   });
-}
-
-// The stations newer connections took from this replica (the claim's trigger writes them,
-// migrations/0008), with the newer epochs.
-export async function findStationTakeovers(db: Executor, replicaId: string): Promise<Array<{ assetId: string; epoch: number }>> {
-  return db
-    .select({ assetId: stationTakeovers.assetId, epoch: stationTakeovers.epoch })
-    .from(stationTakeovers)
-    .where(eq(stationTakeovers.replicaId, replicaId));
-}
-
-// The notices acted on; one a later claim raised meanwhile stays for the next read.
-export async function deleteStationTakeovers(db: Executor, replicaId: string, read: Array<{ assetId: string; epoch: number }>): Promise<void> {
-  if (read.length === 0) return;
-  await db.execute(sql`
-    delete from station_takeovers t
-     using ${stationRows(read)}
-     where t.replica_id = ${replicaId} and t.asset_id = r.asset_id and t.epoch <= r.epoch`);
 }
 
 // lastSeenAt of many stations in one statement (heartbeats are batched).

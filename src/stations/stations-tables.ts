@@ -30,6 +30,9 @@ export const stationConnections = pgTable(
     assetId: text('asset_id').primaryKey(),
     // The replica holding the socket; null once it has closed.
     replicaId: text('replica_id'),
+    // The asset's network, written by each claim: the stations' events carry it
+    // (docs/stations.md, "Events").
+    network: text('network').notNull(),
     // Raised by every accepted connection: a replica acts on a row only while its epoch is the
     // row's, so the newest connection wins whichever replica it lands on.
     epoch: bigint('epoch', { mode: 'number' }).notNull(),

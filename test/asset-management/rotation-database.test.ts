@@ -9,6 +9,7 @@ import { rollBackAssetPassword } from '../../src/asset-management/password-rollb
 import { changeAssetPassword } from '../../src/asset-management/password-rotation-service.js';
 import { acceptedCredentials, effectiveState, loginSlots, step, type Slots, type StationAnswer, type StepEffect } from '../../src/asset-management/rotation.js';
 import { checkStationCredential, readStationLogins, type StationLink } from '../../src/asset-management/station-credentials-service.js';
+import { stationEvents } from '../../src/stations/station-events.js';
 import { claimStations, releaseStations } from '../../src/stations/stations-repository.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { createAsset } from '../helpers/asset-factory.js';
@@ -85,9 +86,9 @@ describe('rotation against the database', () => {
             const matched = await checkStationCredential(db, row, Buffer.from(credential), { log: t.app.log });
             expect(matched === 'active' || matched === 'pending').toBe(true);
             mayHold = new Set([credential]);
-            epoch = (await claimStations(db, [{ assetId: asset.id, replicaId: t.app.stations.replicaId, protocol: 'ocpp2.0.1' }]))[0]!;
+            epoch = (await claimStations(db, [{ assetId: asset.id, replicaId: t.app.stations.replicaId, network: asset.network, protocol: 'ocpp2.0.1' }], stationEvents))[0]!;
           } else if (action.type === 'disconnect' && epoch !== null) {
-            await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }]);
+            await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }], stationEvents);
           } else if (action.type === 'stray') {
             const row = (await readStationLogins(db, [asset.id]))[0]!;
             expect(await checkStationCredential(db, row, Buffer.from('Never:issued-password-0'), { log: t.app.log })).toBeNull();
@@ -174,10 +175,10 @@ describe('the database follows the rotation state machine', () => {
             expect(effect).toEqual({ kind: 'login', accepted: matched === 'active' || matched === 'pending', replacedTried: matched === 'replaced' });
             if (matched === 'active' || matched === 'pending') {
               everLoggedIn = true;
-              epoch = (await claimStations(db, [{ assetId: asset.id, replicaId: t.app.stations.replicaId, protocol: 'ocpp2.0.1' }]))[0]!;
+              epoch = (await claimStations(db, [{ assetId: asset.id, replicaId: t.app.stations.replicaId, network: asset.network, protocol: 'ocpp2.0.1' }], stationEvents))[0]!;
             }
           } else if (move.type === 'disconnect' && epoch !== null) {
-            await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }]);
+            await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }], stationEvents);
             epoch = null;
           } else if (move.type === 'rollback') {
             const result = await rollBackAssetPassword(db, actor, asset.id).then(

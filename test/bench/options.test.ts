@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { parseOptions } from '../../bench/options.js';
+import { parseOptions, parseWebhookOptions } from '../../bench/options.js';
 import { BENCH_POSTGRES_SETTINGS } from '../../bench/postgres-cluster.js';
 
 const LOCAL_URL = 'postgres://postgres@127.0.0.1:5432/test';
@@ -77,5 +77,20 @@ describe('bench --floor and --rounds', () => {
     expect(refused(['--floor', '--baseline'], { DATABASE_URL: LOCAL_URL })).toMatch(/separate runs/);
     expect(refused(['--rounds', '0'], { DATABASE_URL: LOCAL_URL })).toMatch(/--rounds must be an integer from 1 to 99/);
     expect(refused(['--rounds'], { DATABASE_URL: LOCAL_URL })).toMatch(/--rounds needs a value/);
+  });
+});
+
+describe('bench --webhooks options', () => {
+  it('defaults to the targets’ figures: five alternated rounds, a backlog of 100,000, a storm of 2,000', () => {
+    const options = parseWebhookOptions(['--webhooks'], { DATABASE_URL: LOCAL_URL });
+    expect(options).toMatchObject({ quick: false, rounds: 5, durationSeconds: 10, backlog: 100_000, storm: 2000, build: true, databaseUrl: LOCAL_URL });
+    expect(options.out).toMatch(/results\/webhooks-latest\.json$/);
+  });
+
+  it('--quick shrinks every part and writes its own file; the parts can be set one by one, a storm of 0 skips it', () => {
+    expect(parseWebhookOptions(['--webhooks', '--quick'], {})).toMatchObject({ rounds: 1, durationSeconds: 5, backlog: 10_000, storm: 200, databaseUrl: undefined });
+    expect(parseWebhookOptions(['--quick'], {}).out).toMatch(/results\/webhooks-quick\.json$/);
+    const set = parseWebhookOptions(['--rounds', '3', '--duration', '8', '--backlog', '50_000', '--storm', '0', '--no-build'], {});
+    expect(set).toMatchObject({ rounds: 3, durationSeconds: 8, backlog: 50_000, storm: 0, build: false });
   });
 });

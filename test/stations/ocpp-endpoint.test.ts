@@ -10,7 +10,9 @@ import pg from 'pg';
 import WebSocket from 'ws';
 import { passwordHashQueue } from '../../src/asset-management/password-hash-queue.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
-import { claimStations, deleteStationTakeovers, findStationTakeovers, releaseStations } from '../../src/stations/stations-repository.js';
+import { deleteStationTakeovers, findStationTakeovers } from '../../src/stations/replicas-repository.js';
+import { stationEvents } from '../../src/stations/station-events.js';
+import { claimStations, releaseStations } from '../../src/stations/stations-repository.js';
 import { bootstrapToken, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { eventually } from '../helpers/eventually.js';
@@ -498,10 +500,10 @@ describe('two replicas on one database', () => {
     const [a, b] = [`rep_a_${Date.now()}`, `rep_b_${Date.now()}`];
     const s = await provisionStation(t, { ocppVersion: '2.0.1' });
     const db = t.database.db;
-    const claim = async (replicaId: string) => (await claimStations(db, [{ assetId: s.id, replicaId, protocol: 'ocpp2.0.1' }]))[0]!;
+    const claim = async (replicaId: string) => (await claimStations(db, [{ assetId: s.id, replicaId, network: s.network, protocol: 'ocpp2.0.1' }], stationEvents))[0]!;
     const e1 = await claim(a);
     const e2 = await claim(a);
-    await releaseStations(db, [{ assetId: s.id, epoch: e2, lastSeenAt: new Date() }]);
+    await releaseStations(db, [{ assetId: s.id, epoch: e2, lastSeenAt: new Date() }], stationEvents);
     const e3 = await claim(a);
     expect(await findStationTakeovers(db, a)).toEqual([]);
     const e4 = await claim(b);
@@ -568,7 +570,7 @@ describe('two replicas on one database', () => {
     // What a replica that died leaves behind: its stations' rows and a lease nobody renews.
     const dead = `rep_dead_${s.id}`;
     await t.database.db.execute(sql`insert into station_replicas (id, lease_expires_at) values (${dead}, now() + interval '30 seconds')`);
-    await claimStations(t.database.db, [{ assetId: s.id, replicaId: dead, protocol: 'ocpp2.0.1' }]);
+    await claimStations(t.database.db, [{ assetId: s.id, replicaId: dead, network: s.network, protocol: 'ocpp2.0.1' }], stationEvents);
     expect(await readStation(s.id)).toMatchObject({ connected: true });
     await t.database.db.execute(sql`update station_replicas set lease_expires_at = now() - interval '1 millisecond' where id = ${dead}`);
     expect(await readStation(s.id)).toMatchObject({ connected: false });

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { asc, eq, sql } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
 import { assetPasswordChanges } from '../../src/asset-management/asset-management-tables.js';
+import { stationEvents } from '../../src/stations/station-events.js';
 import { claimStations, releaseUnheldStations } from '../../src/stations/stations-repository.js';
 import { stationConnections } from '../../src/stations/stations-tables.js';
 import { ASSET_WRITER, familyError, siblingApp } from '../helpers/asset-factory.js';
@@ -119,7 +120,7 @@ describe('the lease renewal reconciles the rows of its replica', () => {
       const live = await provisionStation(t);
       await station(live, endpoint).connect();
       const lost = await provisionStation(t);
-      await claimStations(t.database.db, [{ assetId: lost.id, replicaId: other.app.stations.replicaId, protocol: 'ocpp2.0.1' }]);
+      await claimStations(t.database.db, [{ assetId: lost.id, replicaId: other.app.stations.replicaId, network: lost.network, protocol: 'ocpp2.0.1' }], stationEvents);
       expect(await readStation(lost.id)).toMatchObject({ connected: true });
       await disconnectedWithin(lost.id, 5000);
       // Renewed and reconciled several times meanwhile: the held station is left alone.
@@ -134,11 +135,13 @@ describe('the lease renewal reconciles the rows of its replica', () => {
   it('the statement releases only what no claim stands behind: a row held at its epoch, a station being claimed, a row claimed after the renewal and another replica’s row stay', async () => {
     const db = t.database.db;
     const [me, them] = [`rep_me_${Date.now()}`, `rep_them_${Date.now()}`];
-    const ids = await Promise.all([1, 2, 3, 4, 5, 6].map(async () => (await provisionStation(t)).id));
+    const stations = await Promise.all([1, 2, 3, 4, 5, 6].map(() => provisionStation(t)));
+    const ids = stations.map((s) => s.id);
     const [heldHere, heldEarlier, claiming, fresh, theirs, lost] = ids as [string, string, string, string, string, string];
     const epochs = await claimStations(
       db,
-      ids.map((assetId) => ({ assetId, replicaId: assetId === theirs ? them : me, protocol: 'ocpp2.0.1' })),
+      stations.map(({ id: assetId, network }) => ({ assetId, replicaId: assetId === theirs ? them : me, network, protocol: 'ocpp2.0.1' })),
+      stationEvents,
     );
     // All but `fresh` claimed two seconds before the renewal's time.
     await db.execute(sql`update station_connections set connected_at = now() - interval '2 seconds' where asset_id = any(${sql.param(ids.filter((id) => id !== fresh))}::text[])`);
@@ -148,7 +151,7 @@ describe('the lease renewal reconciles the rows of its replica', () => {
       // Held at an older epoch: the row is a newer claim's that this replica no longer has.
       { assetId: heldEarlier, epoch: epochs[1]! - 1 },
     ];
-    const released = await releaseUnheldStations(db, me, rows[0]!.now, held, [claiming]);
+    const released = await releaseUnheldStations(db, me, rows[0]!.now, held, [claiming], stationEvents);
     expect(released.sort()).toEqual([heldEarlier, lost].sort());
     const replicaOf = async (id: string) => (await db.select().from(stationConnections).where(eq(stationConnections.assetId, id)))[0]!.replicaId;
     expect(await Promise.all(ids.map(replicaOf))).toEqual([me, null, me, me, them, null]);
@@ -165,7 +168,7 @@ describe('force: true on a station without an open socket, whatever its row says
     const s = await provisionStation(t);
     await closed(await connectedStation(s));
     await vi.waitFor(async () => expect(await readStation(s.id)).toMatchObject({ connected: false }));
-    await claimStations(t.database.db, [{ assetId: s.id, replicaId, protocol: 'ocpp2.0.1' }]);
+    await claimStations(t.database.db, [{ assetId: s.id, replicaId, network: s.network, protocol: 'ocpp2.0.1' }], stationEvents);
     expect(await readStation(s.id)).toMatchObject({ connected: true });
     return s;
   }
@@ -182,7 +185,7 @@ describe('force: true on a station without an open socket, whatever its row says
     expect(refused.json()).toEqual(familyError('CONFLICT', 'STATION_OFFLINE'));
     expect(await canLogIn(s.id, s.password)).toBe(true);
 
-    await claimStations(t.database.db, [{ assetId: s.id, replicaId: t.app.stations.replicaId, protocol: 'ocpp2.0.1' }]);
+    await claimStations(t.database.db, [{ assetId: s.id, replicaId: t.app.stations.replicaId, network: s.network, protocol: 'ocpp2.0.1' }], stationEvents);
     expect(await readStation(s.id)).toMatchObject({ connected: true });
     const forced = await change({ id: s.id, password: 'With:force-password-123', force: true });
     expect(forced.statusCode, forced.body).toBe(200);
@@ -211,7 +214,7 @@ describe('force: true on a station without an open socket, whatever its row says
     });
     expect((await change({ id: s.id })).statusCode).toBe(202);
     await vi.waitFor(async () => expect(await readStation(s.id)).toMatchObject({ connected: false }));
-    await claimStations(t.database.db, [{ assetId: s.id, replicaId: t.app.stations.replicaId, protocol: 'ocpp2.0.1' }]);
+    await claimStations(t.database.db, [{ assetId: s.id, replicaId: t.app.stations.replicaId, network: s.network, protocol: 'ocpp2.0.1' }], stationEvents);
     expect(await readStation(s.id)).toMatchObject({ connected: true });
 
     const forced = await change({ id: s.id, password: 'Unconfirmed:forced-pw-1', force: true });
