@@ -197,7 +197,7 @@ describe('crowds of refused stations retrying together', () => {
     // A login's check is chosen when its turn comes, so none of them was hashed.
     expect(slowHashRuns.started).toBe(0);
     for (const s of impatient) {
-      expect(t.logLines().filter((l) => l.includes(s.id) && l.includes('hung up before the login completed')).length, s.id).toBe(1);
+      expect(t.logLines().filter((l) => l.includes(s.id) && l.includes('hung up before its password was checked')).length, s.id).toBe(1);
     }
   });
 
