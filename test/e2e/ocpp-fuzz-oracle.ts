@@ -141,10 +141,13 @@ export function expectationOf(frame: Frame, version: Version, duplicateIds: Read
 }
 
 // Pairs every answer with a distinct frame that accepts it (augmenting paths; sessions are small).
-// Returns the answers no frame accounts for, and which frames were answered.
+// Returns the answers no frame accounts for, and which frames were answered. An answer tries the
+// frames that must be answered first: an augmenting path never unmatches a frame, so a CALL whose
+// own id is '-1' keeps its answer instead of losing it to an unreadable frame that may get one.
 export function matchAnswers(expectations: Expectation[], answers: Answer[]): { unmatched: Answer[]; answered: boolean[] } {
   const owner: Array<number | undefined> = new Array(expectations.length).fill(undefined);
-  const candidates = answers.map((a) => expectations.flatMap((e, i) => (e.ids.includes(a.id) && e.accepts(a) ? [i] : [])));
+  const requiredFirst = expectations.map((_, i) => i).sort((a, b) => Number(expectations[b]!.required) - Number(expectations[a]!.required));
+  const candidates = answers.map((a) => requiredFirst.filter((i) => expectations[i]!.ids.includes(a.id) && expectations[i]!.accepts(a)));
   const unmatched: Answer[] = [];
   const tryAssign = (answer: number, seen: Set<number>): boolean => {
     for (const frame of candidates[answer]!) {
