@@ -57,15 +57,9 @@ export type PasswordChangedData = z.infer<typeof passwordChangedDataSchema>;
 export type PasswordIgnoredData = z.infer<typeof passwordIgnoredDataSchema>;
 export type WebhookTestData = z.infer<typeof webhookTestDataSchema>;
 
-// What an area hands to appendEvents. Payment events carry the stored SessionPayment document as
-// is (the JSON text the list answers), so they pass its text; the others pass an object.
+// What an area hands to appendEvents (the payments' events are appended by the statement that
+// writes the payment: appendEventsSql, with the stored document as their data).
 export type NewEvent =
-  | { type: 'payment.recorded' | 'payment.collected'; network: string; dataJson: string }
   | { type: 'station.connected' | 'station.disconnected'; network: string; data: StationEventData }
   | { type: 'asset.password.changed'; network: string; data: PasswordChangedData }
   | { type: 'asset.password.ignored'; network: string; data: PasswordIgnoredData };
-
-// The JSON text of an event's data.
-export function dataTextOf(event: NewEvent): string {
-  return 'dataJson' in event ? event.dataJson : JSON.stringify(event.data);
-}

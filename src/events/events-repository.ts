@@ -12,7 +12,7 @@ export interface OutboxRow {
 // One multi-row INSERT: the outbox row only, no fan-out, so the caller's transaction stays short.
 export async function insertEvents(db: Executor, rows: readonly OutboxRow[]): Promise<void> {
   if (rows.length === 0) return;
-  await db.insert(events).values(rows.map((row) => ({ network: row.network, type: row.type, data: row.data })));
+  await db.insert(events).values([...rows]);
 }
 
 // The same append as an SQL statement to put in a batched statement's WITH list:

@@ -1,5 +1,5 @@
 import type { Executor } from '../db/database.js';
-import { dataTextOf, type NewEvent } from './event-types.js';
+import type { NewEvent } from './event-types.js';
 import { insertEvents } from './events-repository.js';
 import { signalNewEvents } from './new-event-signal.js';
 
@@ -11,12 +11,13 @@ export async function appendEvents(tx: Executor, batch: readonly NewEvent[]): Pr
   if (batch.length === 0) return;
   await insertEvents(
     tx,
-    batch.map((event) => ({ network: event.network, type: event.type, data: dataTextOf(event) })),
+    batch.map((event) => ({ network: event.network, type: event.type, data: JSON.stringify(event.data) })),
   );
   signalNewEvents();
 }
 
-// For a batched raw statement (the stations' claims and releases): an INSERT into the outbox to
+// For a statement that writes the change itself (a payment, the stations' batched claims and
+// releases): an INSERT into the outbox to
 // put in its WITH list, e.g.
 //   WITH claimed AS (UPDATE … RETURNING asset_id, network, protocol, connected_at),
 //        appended AS (${appendEventsSql({ type: 'station.connected', from: sql`claimed`,

@@ -12,7 +12,7 @@ export type SubscriptionStatus = (typeof SUBSCRIPTION_STATUSES)[number];
 export type DeliveryState = (typeof DELIVERY_STATES)[number];
 
 // `evt_` + 12 hex digits of the Unix time in milliseconds + 20 random hex digits: made by the
-// database, so a batched statement that appends events as a CTE (events-sql.ts) and appendEvents
+// database, so a batched statement that appends events as a CTE (appendEventsSql, events-repository.ts) and appendEvents
 // spell identifiers the same way; time-ordered, so inserts stay at the B-tree's right edge.
 const EVENT_ID_DEFAULT = sql`('evt_' || lpad(to_hex(floor(extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || substr(replace(gen_random_uuid()::text, '-', ''), 1, 20))`;
 

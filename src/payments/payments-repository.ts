@@ -1,5 +1,5 @@
-import { and, eq, sql } from 'drizzle-orm';
-import type { Db, Executor } from '../db/database.js';
+import { and, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
+import { rowsOf, type Db, type Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
 import type { NetworkScope } from '../kernel/network-scope.js';
 import type { BillingInput, BillingResult } from './billing.js';
@@ -49,18 +49,33 @@ export function billedColumns(
   };
 }
 
+// The outbox row a payment statement appends about the payment it wrote, as one more statement of
+// its WITH list (payments-service.ts builds it with the events area's append; a repository does
+// not import a service). `rows` names the written rows, with their network and document.
+export type PaymentEventSql = (rows: SQL) => SQL;
+
 // Without a recordedAt the database clock stamps it, the same clock that stamps createdAt and a
-// default collectedAt, so replicas with drifting clocks cannot put them out of order.
+// default collectedAt, so replicas with drifting clocks cannot put them out of order. With
+// `event`, the payment's event is appended by the same statement: both or neither, in one round
+// trip.
 export async function insertPayment(
   db: Executor,
   row: Omit<NewSessionPaymentRow, 'recordedAt' | 'document'> & { recordedAt?: Date | undefined },
+  event?: PaymentEventSql,
 ): Promise<SessionPaymentJson> {
-  const [inserted] = await db
+  const insert = db
     .insert(p)
     .values({ ...row, recordedAt: row.recordedAt ?? sql`now()` })
-    .returning({ document: p.document });
+    .returning({ network: p.network, document: p.document });
+  const [inserted] = event ? await rowsOf<{ document: string }>(db, withEvent(insert, event, sql`document`)) : await insert;
   if (!inserted) throw new Error('insert into session_payments returned no row');
   return inserted.document as SessionPaymentJson;
+}
+
+// `written` (an INSERT or UPDATE returning network and document) with `event` appended about its
+// rows, selecting `columns` of them.
+function withEvent(written: SQLWrapper, event: PaymentEventSql, columns: SQL): SQL {
+  return sql`with written as (${written.getSQL()}), appended as (${event(sql`written`)}) select ${columns} from written`;
 }
 
 export async function findPaymentJson(db: Executor, scope: NetworkScope, id: string): Promise<SessionPaymentJson | undefined> {
@@ -68,23 +83,24 @@ export async function findPaymentJson(db: Executor, scope: NetworkScope, id: str
   return rows[0]?.document as SessionPaymentJson | undefined;
 }
 
-// The state change and its guard are one statement, so of two concurrent collects exactly one
-// finds the row still PENDING. Without a time from the caller the database clock decides (never
+// The state change and its guard are one statement, with its event, so of two concurrent collects
+// exactly one finds the row still PENDING, and only that one appends payment.collected. Without a time from the caller the database clock decides (never
 // earlier than recordedAt, which a caller may have set slightly ahead of that clock).
 export async function collectPayment(
   db: Executor,
   scope: NetworkScope,
   id: string,
   collectedAt: Date | null,
-): Promise<{ network: string; document: SessionPaymentJson } | undefined> {
+  event: PaymentEventSql,
+): Promise<SessionPaymentJson | undefined> {
   const at = collectedAt === null ? sql`greatest(now(), ${p.recordedAt})` : sql`${collectedAt.toISOString()}::timestamptz`;
-  const rows = await db
+  const update = db
     .update(p)
     .set({ status: 'COLLECTED', collectedAt: at, updatedAt: sql`now()` })
     .where(inNetwork(p.network, scope, sql`${p.id} = ${id} AND ${p.status} = 'PENDING' AND ${p.recordedAt} <= ${at}`))
     .returning({ network: p.network, document: p.document });
-  const row = rows[0];
-  return row && { network: row.network, document: row.document as SessionPaymentJson };
+  const [row] = await rowsOf<{ document: string }>(db, withEvent(update, event, sql`document`));
+  return row?.document as SessionPaymentJson | undefined;
 }
 
 export async function findPaymentState(

@@ -1,13 +1,22 @@
+import { sql } from 'drizzle-orm';
 import type { Db, Executor } from '../db/database.js';
 import { isUniqueViolation } from '../db/failures.js';
-import { appendEvents } from '../events/events-service.js';
+import { appendEventsSql, signalNewEvents } from '../events/events-service.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import { hasForbiddenCharacter } from '../kernel/identifiers.js';
 import { coversNetwork, type NetworkScope } from '../kernel/network-scope.js';
 import { computeBilling, isFreeConsistent } from './billing.js';
 import * as payments from './payments-repository.js';
-import type { SessionPaymentJson } from './payments-repository.js';
+import type { PaymentEventSql, SessionPaymentJson } from './payments-repository.js';
+
+// A payment's event (docs/events.md, "Event types"): its data is the stored document, the JSON
+// text the list answers, appended by the statement that wrote the payment.
+function paymentEvent(type: 'payment.recorded' | 'payment.collected'): PaymentEventSql {
+  return (rows) => appendEventsSql({ type, from: rows, network: sql`network`, data: sql`document` });
+}
+const RECORDED = paymentEvent('payment.recorded');
+const COLLECTED = paymentEvent('payment.collected');
 import type { RecordPaymentInput } from './payments-schemas.js';
 
 // Every answer is JSON text as PostgreSQL rendered it when the row was written (one rendering per
@@ -44,8 +53,9 @@ export async function recordSessionPayment(
   const id = newId('pmt');
   try {
     // The payment.recorded event commits with the payment or not at all (docs/events.md).
-    const json = await db.transaction(async (tx) => {
-      const document = await payments.insertPayment(tx, {
+    const json = await payments.insertPayment(
+      db,
+      {
         id,
         network: input.network,
         session: input.session,
@@ -54,10 +64,10 @@ export async function recordSessionPayment(
         status: 'PENDING',
         ...payments.billedColumns(input, billing),
         recordedAt: input.recordedAt,
-      });
-      await appendEvents(tx, [{ type: 'payment.recorded', network: input.network, dataJson: document }]);
-      return document;
-    });
+      },
+      RECORDED,
+    );
+    signalNewEvents();
     return { id, json };
   } catch (error) {
     // The unique index decides, so two concurrent records of one session cannot both succeed.
@@ -74,12 +84,11 @@ export async function collectSessionPayment(
   id: string,
   collectedAt?: Date,
 ): Promise<SessionPaymentJson> {
-  const json = await db.transaction(async (tx) => {
-    const collected = await payments.collectPayment(tx, scope, id, collectedAt ?? null);
-    if (collected !== undefined) await appendEvents(tx, [{ type: 'payment.collected', network: collected.network, dataJson: collected.document }]);
-    return collected?.document;
-  });
-  if (json !== undefined) return json;
+  const json = await payments.collectPayment(db, scope, id, collectedAt ?? null, COLLECTED);
+  if (json !== undefined) {
+    signalNewEvents();
+    return json;
+  }
 
   // The guarded update found nothing to change; this read only chooses the answer.
   const state = await payments.findPaymentState(db, scope, id);

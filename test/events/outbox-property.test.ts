@@ -8,7 +8,7 @@ import { uniqueNetwork } from '../helpers/asset-factory.js';
 import { paymentBody, uniqueId, writer } from '../helpers/payments-factory.js';
 
 // A change and its event commit together or not at all: whatever mix of payments is recorded,
-// refused (a session recorded twice rolls the second transaction back) and collected, the outbox
+// refused (a session recorded twice: the second statement fails, its event with it) and collected, the outbox
 // holds exactly one payment.recorded per recorded payment and one payment.collected per collect.
 
 let t: TestApp;
@@ -71,7 +71,7 @@ describe('the outbox and the transaction of the change', () => {
       fc.asyncProperty(transactions, async (plan) => {
         const network = uniqueNetwork();
         for (const step of plan) {
-          const batch = Array.from({ length: step.events }, (_, i) => ({ type: 'payment.recorded' as const, network, dataJson: `{"n":${i}}` }));
+          const batch = Array.from({ length: step.events }, (_, i) => ({ type: 'asset.password.ignored' as const, network, data: { assetId: `CP-${i}`, network, rotationId: 'apc_1', at: '2026-11-26T10:00:00.000Z' } }));
           const done = t.database.db.transaction(async (tx) => {
             await appendEvents(tx, batch);
             if (!step.commits) throw new Error('the change failed after its events');
@@ -80,7 +80,7 @@ describe('the outbox and the transaction of the change', () => {
           else await expect(done).rejects.toThrow('the change failed');
         }
         const expected = plan.filter((step) => step.commits).reduce((sum, step) => sum + step.events, 0);
-        expect((await countsOf(network))['payment.recorded'] ?? 0).toBe(expected);
+        expect((await countsOf(network))['asset.password.ignored'] ?? 0).toBe(expected);
       }),
       { numRuns: 40 },
     );

@@ -29,14 +29,14 @@ describe('the outbox', () => {
     const network = uniqueNetwork();
     await database.db.transaction(async (tx) => {
       await appendEvents(tx, [
-        { type: 'payment.recorded', network, dataJson: '{"id":"pmt_1","billedAmount":12}' },
+        { type: 'station.connected', network, data: { assetId: 'CP-1', network, protocol: 'ocpp2.0.1', at: '2026-11-26T09:00:00.000Z' } },
         { type: 'asset.password.ignored', network, data: { assetId: 'CP-1', network, rotationId: 'apc_1', at: '2026-11-26T10:00:00.000Z' } },
       ]);
     });
     const rows = await eventsOf(network);
-    expect(rows.map((r) => r.type).sort()).toEqual(['asset.password.ignored', 'payment.recorded']);
+    expect(rows.map((r) => r.type).sort()).toEqual(['asset.password.ignored', 'station.connected']);
     for (const row of rows) expect(row.id).toMatch(/^evt_[0-9a-f]{32}$/);
-    expect(rows.find((r) => r.type === 'payment.recorded')?.data).toBe('{"id":"pmt_1","billedAmount":12}');
+    expect(rows.find((r) => r.type === 'station.connected')?.data).toBe(`{"assetId":"CP-1","network":"${network}","protocol":"ocpp2.0.1","at":"2026-11-26T09:00:00.000Z"}`);
     expect(JSON.parse(rows.find((r) => r.type === 'asset.password.ignored')!.data)).toEqual({ assetId: 'CP-1', network, rotationId: 'apc_1', at: '2026-11-26T10:00:00.000Z' });
   });
 
@@ -44,7 +44,7 @@ describe('the outbox', () => {
     const network = uniqueNetwork();
     await expect(
       database.db.transaction(async (tx) => {
-        await appendEvents(tx, [{ type: 'payment.collected', network, dataJson: '{}' }]);
+        await appendEvents(tx, [{ type: 'asset.password.ignored', network, data: { assetId: 'CP-1', network, rotationId: 'apc_1', at: '2026-11-26T10:00:00.000Z' } }]);
         throw new Error('rolled back');
       }),
     ).rejects.toThrow('rolled back');
