@@ -1,6 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
-import { ofCurrentEpochRows, stationRows, type StationEventSql } from './station-sql.js';
+import { changeWithEvents, ofCurrentEpochRows, stationRows, type StationEventSql } from './station-sql.js';
 import { stationConnections, stationReplicas, stationTakeovers } from './stations-tables.js';
 
 // The replicas' leases, the takeover notices between them, and what happens to the stations of a
@@ -61,17 +61,15 @@ export async function deleteStaleReplicas(db: Executor): Promise<void> {
 
 // Every station of a replica that stops reads disconnected at once, each with its event.
 export async function endReplica(db: Executor, replicaId: string, events: StationEventSql): Promise<void> {
-  const [row] = await rowsOf<{ n: number }>(
+  await changeWithEvents(
     db,
+    'disconnected',
     sql`
-    with released as (
-      update station_connections c set replica_id = null, disconnected_at = now()
-       where c.replica_id = ${replicaId}
-      returning c.asset_id, c.network, c.protocol, c.disconnected_at as at),
-    appended as (${events.disconnected(sql`released`)})
-    select count(*)::int as n from released`,
+    update station_connections c set replica_id = null, disconnected_at = now()
+     where c.replica_id = ${replicaId}
+    returning c.asset_id, c.network, c.protocol, c.disconnected_at as at`,
+    events,
   );
-  if (row!.n > 0) events.appended();
   await db.delete(stationTakeovers).where(eq(stationTakeovers.replicaId, replicaId));
   await db.delete(stationReplicas).where(eq(stationReplicas.id, replicaId));
 }
@@ -82,23 +80,19 @@ export async function endReplica(db: Executor, replicaId: string, events: Statio
 // it. The replica rows are locked first: a renewal of one of them waits for this statement, or
 // this statement finds it renewed and leaves its stations alone. How many.
 export async function releaseLapsedReplicas(db: Executor, events: StationEventSql): Promise<number> {
-  const [row] = await rowsOf<{ n: number }>(
+  const released = await changeWithEvents(
     db,
+    'disconnected',
     sql`
-    with gone as (
-      select r.id, r.lease_expires_at from station_replicas r
-       where r.lease_expires_at <= now() and exists (select 1 from station_connections s where s.replica_id = r.id)
-         for update of r),
-    released as (
-      update station_connections c set replica_id = null, disconnected_at = g.lease_expires_at
-        from gone g
-       where c.replica_id = g.id
-      returning c.asset_id, c.network, c.protocol, g.lease_expires_at as at),
-    appended as (${events.disconnected(sql`released`)})
-    select count(*)::int as n from released`,
+    update station_connections c set replica_id = null, disconnected_at = g.lease_expires_at
+      from (select r.id, r.lease_expires_at from station_replicas r
+             where r.lease_expires_at <= now() and exists (select 1 from station_connections s where s.replica_id = r.id)
+               for update of r) g
+     where c.replica_id = g.id
+    returning c.asset_id, c.network, c.protocol, g.lease_expires_at as at`,
+    events,
   );
-  if (row!.n > 0) events.appended();
-  return row!.n;
+  return released.length;
 }
 
 // A replica whose lease ran out while it kept its sockets (it could not reach the database for a
@@ -106,18 +100,16 @@ export async function releaseLapsedReplicas(db: Executor, events: StationEventSq
 // again, each with a `station.connected`. How many.
 export async function reattachStations(db: Executor, replicaId: string, held: Array<{ assetId: string; epoch: number }>, events: StationEventSql): Promise<number> {
   if (held.length === 0) return 0;
-  const [row] = await rowsOf<{ n: number }>(
+  const back = await changeWithEvents(
     db,
+    'connected',
     sql`
-    with back as (
-      update station_connections c set replica_id = ${replicaId}, disconnected_at = null
-      ${ofCurrentEpochRows(held, {})} and c.replica_id is null
-      returning c.asset_id, c.network, c.protocol, now() as at),
-    appended as (${events.connected(sql`back`)})
-    select count(*)::int as n from back`,
+    update station_connections c set replica_id = ${replicaId}, disconnected_at = null
+    ${ofCurrentEpochRows(held, {})} and c.replica_id is null
+    returning c.asset_id, c.network, c.protocol, now() as at`,
+    events,
   );
-  if (row!.n > 0) events.appended();
-  return row!.n;
+  return back.length;
 }
 
 // The stations newer connections took from this replica (the claim's trigger writes them,

@@ -1,4 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
+import { rowsOf, type Executor } from '../db/database.js';
 
 // The SQL pieces the stations' statements share (stations-repository.ts, replicas-repository.ts).
 
@@ -34,3 +35,12 @@ export function ofCurrentEpochRows<T extends { assetId: string; epoch: number }>
 // The rows of replicas whose lease ran out: no longer connected, though they still name it.
 export const LAPSED_AT = sql`case when r.lease_expires_at <= now() then r.lease_expires_at end`;
 
+
+// Runs `change`, an UPDATE of the stations' connection rows returning asset_id, network, protocol
+// and at, with one event of `kind` appended for each row it changed, in the same statement.
+// Answers the ids of the rows changed.
+export async function changeWithEvents(db: Executor, kind: 'connected' | 'disconnected', change: SQL, events: StationEventSql): Promise<string[]> {
+  const rows = await rowsOf<{ asset_id: string }>(db, sql`with changed as (${change}), appended as (${events[kind](sql`changed`)}) select asset_id from changed`);
+  if (rows.length > 0) events.appended();
+  return rows.map((row) => row.asset_id);
+}

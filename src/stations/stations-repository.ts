@@ -1,7 +1,7 @@
 import { inArray, sql } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
 import type { OcppSubprotocol } from '../kernel/ocpp-vocabulary.js';
-import { LAPSED_AT, ofCurrentEpochRows, stationRows, type StationEventSql } from './station-sql.js';
+import { LAPSED_AT, changeWithEvents, ofCurrentEpochRows, stationRows, type StationEventSql } from './station-sql.js';
 import { stationConnections, stationReplicas, type ConnectorStatusRecord } from './stations-tables.js';
 
 // The statements every connecting station runs (claim, boot, connector status, release) take many
@@ -66,18 +66,16 @@ export interface StationRelease {
 
 // A row already released (by the sweep of a lapsed lease) is left as it is: its event was written.
 export async function releaseStations(db: Executor, releases: StationRelease[], events: StationEventSql): Promise<void> {
-  const [row] = await rowsOf<{ n: number }>(
+  await changeWithEvents(
     db,
+    'disconnected',
     sql`
-    with released as (
-      update station_connections c
-         set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
-      ${ofCurrentEpochRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })} and c.replica_id is not null
-      returning c.asset_id, c.network, c.protocol, c.disconnected_at as at),
-    appended as (${events.disconnected(sql`released`)})
-    select count(*)::int as n from released`,
+    update station_connections c
+       set replica_id = null, disconnected_at = now(), last_seen_at = greatest(c.last_seen_at, r.seen)
+    ${ofCurrentEpochRows(releases, { seen: ['timestamptz', (r) => r.lastSeenAt.toISOString()] })} and c.replica_id is not null
+    returning c.asset_id, c.network, c.protocol, c.disconnected_at as at`,
+    events,
   );
-  if (row!.n > 0) events.appended();
 }
 
 // The rows naming this replica connected that no claim of it stands behind any more: a release
@@ -97,22 +95,19 @@ export async function releaseUnheldStations(
   claiming: string[],
   events: StationEventSql,
 ): Promise<string[]> {
-  const rows = await rowsOf<{ asset_id: string }>(
+  return changeWithEvents(
     db,
+    'disconnected',
     sql`
-    with released as (
-      update station_connections c
-         set replica_id = null, disconnected_at = now()
-       where c.replica_id = ${replicaId}
-         and c.connected_at < ${before}::timestamptz - interval '1 second'
-         and c.asset_id <> all(${sql.param(claiming)}::text[])
-         and not exists (select 1 from ${stationRows(held)} where r.asset_id = c.asset_id collate "C" and r.epoch = c.epoch)
-      returning c.asset_id, c.network, c.protocol, c.disconnected_at as at),
-    appended as (${events.disconnected(sql`released`)})
-    select asset_id from released`,
+    update station_connections c
+       set replica_id = null, disconnected_at = now()
+     where c.replica_id = ${replicaId}
+       and c.connected_at < ${before}::timestamptz - interval '1 second'
+       and c.asset_id <> all(${sql.param(claiming)}::text[])
+       and not exists (select 1 from ${stationRows(held)} where r.asset_id = c.asset_id collate "C" and r.epoch = c.epoch)
+    returning c.asset_id, c.network, c.protocol, c.disconnected_at as at`,
+    events,
   );
-  if (rows.length > 0) events.appended();
-  return rows.map((r) => r.asset_id);
 }
 
 export interface StationBoot {
