@@ -68,8 +68,9 @@ export interface DeliveryView {
   createdAt: Date;
 }
 
-// A subscription's deliveries, the latest attempted first, then those not attempted yet.
-export async function listDeliveries(db: Executor, subscriptionId: string, limit: number): Promise<DeliveryView[]> {
+// A subscription's deliveries, the latest attempted first, then those not attempted yet; none of a
+// subscription outside the caller's network.
+export async function listDeliveries(db: Executor, scope: NetworkScope, subscriptionId: string, limit: number): Promise<DeliveryView[]> {
   const d = webhookDeliveries;
   return db
     .select({
@@ -86,7 +87,8 @@ export async function listDeliveries(db: Executor, subscriptionId: string, limit
     })
     .from(d)
     .innerJoin(events, eq(events.id, d.eventId))
-    .where(eq(d.subscriptionId, subscriptionId))
+    .innerJoin(s, eq(s.id, d.subscriptionId))
+    .where(inNetwork(s.network, scope, eq(d.subscriptionId, subscriptionId)))
     .orderBy(sql`${d.lastAttemptAt} DESC NULLS LAST`, desc(d.createdAt))
     .limit(limit);
 }

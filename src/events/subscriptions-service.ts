@@ -143,5 +143,5 @@ function toDeliveryOutput(view: DeliveryView): DeliveryOutput {
 
 export async function listSubscriptionDeliveries(db: Executor, scope: NetworkScope, id: string): Promise<DeliveryOutput[]> {
   if (!(await subscriptions.findSubscription(db, scope, id))) throw notFound(id);
-  return (await subscriptions.listDeliveries(db, id, DELIVERIES_SHOWN)).map(toDeliveryOutput);
+  return (await subscriptions.listDeliveries(db, scope, id, DELIVERIES_SHOWN)).map(toDeliveryOutput);
 }
