@@ -1,7 +1,7 @@
 import type { LookupAddress, LookupOptions } from 'node:dns';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { buildConnector } from 'undici';
-import { classifyAddress } from './target-addresses.js';
+import { classifyAddress, unbracketed } from './target-addresses.js';
 import { resolveTarget, type ResolveHost } from './target-rules.js';
 
 // The connections of the webhook client (docs/events.md, "Targets"): every address is checked as
@@ -41,10 +41,6 @@ function lookupGuard(options: { allowPrivateTargets: boolean; resolve?: ResolveH
   };
 }
 
-function bare(hostname: string): string {
-  return hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
-}
-
 // An undici connector (Agent's `connect`) that applies the target rules to every connection.
 export function guardedConnector(options: {
   allowPrivateTargets: boolean;
@@ -53,7 +49,7 @@ export function guardedConnector(options: {
 }): buildConnector.connector {
   const connect = buildConnector({ timeout: options.timeoutMs, lookup: lookupGuard(options) });
   return (target, callback) => {
-    const host = bare(target.hostname);
+    const host = unbracketed(target.hostname);
     if (isIP(host) !== 0) {
       const verdict = classifyAddress(host, options);
       if (!verdict.allowed) {

@@ -86,12 +86,17 @@ function isMetadata(address: IPAddress): boolean {
   return false;
 }
 
+// A host as URLs spell it, IPv6 literals in brackets, as resolvers and address parsers take it.
+export function unbracketed(host: string): string {
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+}
+
 export type AddressVerdict = { allowed: true } | { allowed: false; reason: string };
 
 // Whether the service may connect to `address` (an IP address in its usual text form). Without
 // the allowance only public unicast addresses pass; with it, everything but a metadata service.
 export function classifyAddress(address: string, options: { allowPrivateTargets: boolean }): AddressVerdict {
-  const text = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
+  const text = unbracketed(address);
   // Only the four-part decimal IPv4 form and IPv6: resolvers and URL parsers answer nothing else.
   if (!ipaddr.IPv4.isValidFourPartDecimal(text) && !ipaddr.IPv6.isValid(text)) {
     return { allowed: false, reason: 'not an IP address' };
@@ -129,7 +134,7 @@ export function checkTargetUrlForm(text: string, options: { allowPrivateTargets:
   if (url.username !== '' || url.password !== '') {
     return { ok: false, reason: 'the URL must not contain a user name or password' };
   }
-  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const host = unbracketed(url.hostname);
   if (host === '') return { ok: false, reason: 'the URL has no host' };
   const hostIsAddress = ipaddr.IPv4.isValidFourPartDecimal(host) || ipaddr.IPv6.isValid(host);
   if (hostIsAddress) {
