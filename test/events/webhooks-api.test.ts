@@ -93,6 +93,16 @@ describe('webhook subscriptions', () => {
     expect(other.json()).toEqual({ message: expect.any(String) });
   });
 
+  it('write:webhooks alone reads too: the list, one subscription and its deliveries', async () => {
+    const network = uniqueNetwork();
+    const made = await create(network);
+    for (const url of [BASE, `${BASE}/${made.id}`, `${BASE}/${made.id}/deliveries`]) {
+      const res = await t.app.inject({ url, headers: auth([WRITE], network) });
+      expect(res.statusCode, `${url}: ${res.body}`).toBe(200);
+      expect(res.body).not.toContain(made.secret);
+    }
+  });
+
   it('another network’s subscription is a 404 for every operation, and missing from the list', async () => {
     const mine = uniqueNetwork();
     const theirs = await create(uniqueNetwork());
