@@ -1,43 +1,17 @@
-// The service's 100-ID list against its floor (bench/floor-server.ts), side by side: the same
-// list requests, a network-scoped token made with the CLI, rounds that alternate which server goes
-// first, and per round the ratio of the two throughputs and the CPU each cost per request, in its
-// own process and in the PostgreSQL backends serving it. bench/README.md describes the method.
+// The service's 100-ID list against its floor (bench/floor-server.ts): a network-scoped token
+// made with the CLI, the floor started for that network, and a check that both answer the same
+// bytes before they are measured side by side (bench/side-by-side.ts). bench/README.md describes
+// the method.
 import http from 'node:http';
 import { join } from 'node:path';
-import pg from 'pg';
-import { FLOOR_APPLICATION_NAME } from './floor-server.js';
-import { runLoad, type LoadResult, type RequestShape } from './load.js';
 import { BENCH_DIR, ROOT_DIR } from './options.js';
-import { LOOPBACK, SERVER_NODE, SERVER_NODE_ARGS, cpuMs, freePort, runCommand, startChild, waitForHttp, type Child } from './processes.js';
-import { fmt, median } from './report.js';
+import { LOOPBACK, SERVER_NODE, SERVER_NODE_ARGS, freePort, runCommand, startChild, waitForHttp, type Child } from './processes.js';
+import { ratioSummary, type SideBySide } from './side-by-side.js';
 
 // The service's pool connections carry this application_name (src/db/postgres-database.ts); the
 // readiness probe's has a suffix and is left out.
-const SERVICE_APPLICATION_NAME = 'charging-network-service';
+export const SERVICE_APPLICATION_NAME = 'charging-network-service';
 export const FLOOR_TARGET = 0.9;
-
-export interface FloorWindow extends LoadResult {
-  server: 'service' | 'floor';
-  cpuMsPerRequest: number | null;
-  pgCpuMsPerRequest: number | null;
-}
-
-export interface FloorRound {
-  service: FloorWindow;
-  floor: FloorWindow;
-  ratio: number;
-}
-
-export interface FloorComparison {
-  rows: number;
-  connections: number;
-  rounds: FloorRound[];
-  ratio: number;
-  serviceCpuMsPerRequest: number;
-  floorCpuMsPerRequest: number;
-  servicePgCpuMsPerRequest: number;
-  floorPgCpuMsPerRequest: number;
-}
 
 // A client scoped to one network, made the way an operator makes one: `node dist/cli.js clients
 // create … --network …` against the bench database.
@@ -100,107 +74,6 @@ export async function assertSameAnswer(servicePort: number, floorPort: number, p
   return `same bytes (${svc.body.length} B, ${(JSON.parse(svc.body.toString()) as unknown[]).length} payments)`;
 }
 
-// CPU time so far of the bench database's backends serving one server, by pid. Read from
-// /proc/<pid>/stat (user + system), so only backends alive when it is read count; compareWindows
-// takes the difference per pid, a backend that appeared during the window counting whole.
-async function backendCpu(admin: pg.Client, applicationName: string): Promise<Map<number, number>> {
-  const { rows } = await admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1', [applicationName]);
-  const out = new Map<number, number>();
-  for (const { pid } of rows) {
-    const ms = cpuMs(pid);
-    if (ms !== null) out.set(pid, ms);
-  }
-  return out;
-}
-
-function cpuSpent(before: Map<number, number>, after: Map<number, number>): number {
-  let total = 0;
-  for (const [pid, ms] of after) total += ms - (before.get(pid) ?? 0);
-  return total;
-}
-
-interface Contender {
-  server: 'service' | 'floor';
-  port: number;
-  pid: number;
-  applicationName: string;
-  next: () => RequestShape;
-}
-
-async function window(admin: pg.Client, c: Contender, connections: number, durationSeconds: number): Promise<FloorWindow> {
-  const pgBefore = await backendCpu(admin, c.applicationName);
-  const cpuBefore = cpuMs(c.pid);
-  const result = await runLoad({ port: c.port, connections, durationSeconds, next: c.next });
-  const cpuAfter = cpuMs(c.pid);
-  const pgAfter = await backendCpu(admin, c.applicationName);
-  const perRequest = (ms: number) => (result.requests > 0 ? ms / result.requests : null);
-  return {
-    ...result,
-    server: c.server,
-    cpuMsPerRequest: cpuBefore !== null && cpuAfter !== null ? perRequest(cpuAfter - cpuBefore) : null,
-    pgCpuMsPerRequest: perRequest(cpuSpent(pgBefore, pgAfter)),
-  };
-}
-
-export interface CompareOptions {
-  databaseUrl: string;
-  rows: number;
-  connections: number;
-  rounds: number;
-  durationSeconds: number;
-  warmupSeconds: number;
-  service: { port: number; pid: number; next: () => RequestShape };
-  floor: { port: number; pid: number; next: () => RequestShape };
-  log: (line: string) => void;
-}
-
-export async function compareWithFloor(o: CompareOptions): Promise<FloorComparison> {
-  const admin = new pg.Client({ connectionString: o.databaseUrl, application_name: 'cns-bench-admin' });
-  await admin.connect();
-  try {
-    const service: Contender = { server: 'service', applicationName: SERVICE_APPLICATION_NAME, ...o.service };
-    const floor: Contender = { server: 'floor', applicationName: FLOOR_APPLICATION_NAME, ...o.floor };
-    for (const c of [service, floor]) await runLoad({ port: c.port, connections: o.connections, durationSeconds: o.warmupSeconds, next: c.next });
-    const rounds: FloorRound[] = [];
-    for (let r = 0; r < o.rounds; r++) {
-      // Alternated: the service first in odd rounds, the floor first in even ones.
-      const order = r % 2 === 0 ? [service, floor] : [floor, service];
-      const got: Partial<Record<'service' | 'floor', FloorWindow>> = {};
-      for (const c of order) got[c.server] = await window(admin, c, o.connections, o.durationSeconds);
-      const round = { service: got.service!, floor: got.floor!, ratio: got.service!.rps / got.floor!.rps };
-      rounds.push(round);
-      const line = (w: FloorWindow) =>
-        `${w.server.padEnd(7)} ${fmt.int(w.rps).padStart(6)} rps p99 ${fmt.ms(w.p99).padStart(5)} ms errors ${w.non2xx + w.socketErrors} cpu ${fmt.cpu(w.cpuMsPerRequest)} + pg ${fmt.cpu(w.pgCpuMsPerRequest)} ms/req`;
-      o.log(`  floor round ${r + 1}/${o.rounds} (${order[0]!.server} first): ${line(round.service)} | ${line(round.floor)} | ratio ${fmt.ratio(round.ratio)}`);
-    }
-    const med = (f: (x: FloorRound) => number | null) => median(rounds.map((x) => f(x) ?? NaN));
-    return {
-      rows: o.rows,
-      connections: o.connections,
-      rounds,
-      ratio: med((x) => x.ratio),
-      serviceCpuMsPerRequest: med((x) => x.service.cpuMsPerRequest),
-      floorCpuMsPerRequest: med((x) => x.floor.cpuMsPerRequest),
-      servicePgCpuMsPerRequest: med((x) => x.service.pgCpuMsPerRequest),
-      floorPgCpuMsPerRequest: med((x) => x.floor.pgCpuMsPerRequest),
-    };
-  } finally {
-    await admin.end();
-  }
-}
-
-export function floorSummary(c: FloorComparison): { ok: boolean; text: string } {
-  const total = (a: number, b: number) => fmt.cpu(a + b);
-  // What the ratio would be where CPU alone bounds both (the same cores for the server and
-  // PostgreSQL, nothing else running): steadier on a shared machine than requests per second.
-  const cpuBound = (c.floorCpuMsPerRequest + c.floorPgCpuMsPerRequest) / (c.serviceCpuMsPerRequest + c.servicePgCpuMsPerRequest);
-  return {
-    ok: c.ratio >= FLOOR_TARGET,
-    text:
-      `rows ${fmt.rows(c.rows)}, list 100 IDs, network-scoped token, ${c.connections} conns: service / floor ${fmt.ratio(c.ratio)} ` +
-      `(median of ${c.rounds.length} alternated rounds: ${c.rounds.map((x) => fmt.ratio(x.ratio)).join(', ')}; need >= ${FLOOR_TARGET.toFixed(2)}x); ` +
-      `CPU ms/request, server + PostgreSQL backends: service ${fmt.cpu(c.serviceCpuMsPerRequest)} + ${fmt.cpu(c.servicePgCpuMsPerRequest)} = ${total(c.serviceCpuMsPerRequest, c.servicePgCpuMsPerRequest)}, ` +
-      `floor ${fmt.cpu(c.floorCpuMsPerRequest)} + ${fmt.cpu(c.floorPgCpuMsPerRequest)} = ${total(c.floorCpuMsPerRequest, c.floorPgCpuMsPerRequest)} ` +
-      `(floor / service CPU per request ${fmt.ratio(cpuBound)})`,
-  };
+export function floorSummary(c: SideBySide): { ok: boolean; text: string } {
+  return ratioSummary(c, 'floor', FLOOR_TARGET, 'floor');
 }

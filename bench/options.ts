@@ -6,9 +6,11 @@ export interface BenchOptions {
   baselineOnly: boolean;
   // Only the server's memory at start (PGlite first and later start, PostgreSQL): `--memory`.
   memoryOnly: boolean;
-  // Only the 100-ID list against its floor (bench/floor-server.ts): `--floor`.
+  // Only the 100-ID list against its floor (bench/floor-server.ts): `--floor`, and `--peers`.
   floorOnly: boolean;
-  // Alternated rounds of the service and the floor side by side, at each size.
+  // The floor's comparison with Platformatic DB and PostGraphile beside it (bench/peers.ts): `--peers`.
+  peers: boolean;
+  // Rotated rounds of the service and the floor (and the peers) side by side, at each size.
   floorRounds: number;
   runs: number;
   durationSeconds: number;
@@ -29,13 +31,16 @@ export interface BenchOptions {
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 export const ROOT_DIR = fileURLToPath(new URL('..', import.meta.url));
 
-const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N] [--accept-encoding VALUE] [--floor] [--rounds N]
+const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs N] [--duration SECONDS] [--sizes 10000,1000000] [--no-build] [--out FILE] [--own-postgres] [--pool N] [--accept-encoding VALUE] [--floor] [--peers] [--rounds N]
   --quick       10,000 rows only, 5 s per scenario (development)
   --baseline    only the 100-ID list: service vs naive server vs pgbench (targets a-c)
   --floor       only the 100-ID list, network-scoped, against its floor (node:http + pg running
                 the service's statement): ratio and CPU per request (PostgreSQL only)
-  --rounds N    alternated rounds of service and floor at each size, --duration seconds each;
-                default 3 (5 with --floor)
+  --peers       --floor with Platformatic DB and PostGraphile beside the floor, on the same rows
+                with their own JWT authorization (PostgreSQL only; install them first with
+                npm ci --prefix bench/peers)
+  --rounds N    rotated rounds of the service and the floor (and the peers) at each size,
+                --duration seconds each; default 3 (5 with --floor or --peers)
   --memory      only the server's memory at start: peak and settled RSS of a first start on an
                 empty PGlite folder, a later start, and the same on PostgreSQL (about a minute;
                 the default run measures them first too, --quick and --baseline do not)
@@ -44,7 +49,8 @@ const USAGE = `usage: tsx bench/run.ts [--quick] [--baseline] [--memory] [--runs
   --sizes LIST  payment-table sizes to seed, ascending; default 10000,1000000 (PGlite: 10000)
   --no-build    reuse dist/ instead of running npm run build first
   --out FILE    where the JSON figures go; default bench/results/latest.json (latest-quick.json with
-                --quick, latest-memory.json with --memory)
+                --quick, latest-memory.json with --memory, latest-floor.json with --floor,
+                latest-peers.json with --peers)
   --own-postgres  start a throwaway PostgreSQL cluster with the benchmark's settings (shared_buffers
                 that holds the 1M-row table, ...) from this machine's binaries; DATABASE_URL is ignored
   --pool N      database pool size of the service (DATABASE_POOL_MAX) and of the naive server;
@@ -59,6 +65,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   let baselineOnly = false;
   let memoryOnly = false;
   let floorOnly = false;
+  let peers = false;
   let floorRounds: number | undefined;
   let runs = 1;
   let duration: number | undefined;
@@ -86,6 +93,10 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
         memoryOnly = true;
         break;
       case '--floor':
+        floorOnly = true;
+        break;
+      case '--peers':
+        peers = true;
         floorOnly = true;
         break;
       case '--rounds':
@@ -138,19 +149,20 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   const defaultSizes = quick || !(databaseUrl || ownPostgres) ? [10_000] : [10_000, 1_000_000];
   const chosenSizes = [...new Set(sizes ?? defaultSizes)].sort((a, b) => a - b);
   if ([memoryOnly, baselineOnly, floorOnly].filter(Boolean).length > 1) fail('--memory, --baseline and --floor are separate runs');
-  if (floorOnly && !(databaseUrl || ownPostgres)) fail('--floor needs PostgreSQL: DATABASE_URL or --own-postgres');
+  if (floorOnly && !(databaseUrl || ownPostgres)) fail(`${peers ? '--peers' : '--floor'} needs PostgreSQL: DATABASE_URL or --own-postgres`);
   return {
     quick,
     baselineOnly,
     memoryOnly,
     floorOnly,
+    peers,
     floorRounds: floorRounds ?? (floorOnly ? 5 : 3),
     runs,
     durationSeconds: duration ?? (quick ? 5 : 10),
     warmupSeconds: quick ? 2 : 3,
     sizes: chosenSizes,
     build,
-    out: out ?? `${BENCH_DIR}results/${memoryOnly ? 'latest-memory' : floorOnly ? 'latest-floor' : quick ? 'latest-quick' : 'latest'}.json`,
+    out: out ?? `${BENCH_DIR}results/${memoryOnly ? 'latest-memory' : peers ? 'latest-peers' : floorOnly ? 'latest-floor' : quick ? 'latest-quick' : 'latest'}.json`,
     databaseUrl,
     ownPostgres,
     poolMax: poolMax ?? 10,

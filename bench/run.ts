@@ -26,12 +26,14 @@ import {
   type BenchClients,
   type BenchTarget,
 } from './database.js';
-import { assertSameAnswer, compareWithFloor, createClientWithCli, floorSummary, startFloor, type FloorComparison } from './floor.js';
+import { SERVICE_APPLICATION_NAME, assertSameAnswer, createClientWithCli, floorSummary, startFloor } from './floor.js';
+import { FLOOR_APPLICATION_NAME } from './floor-server.js';
 import { SERVICE_LIST_SQL, normalizeSql } from './list-sql.js';
 import { measureStartMemory } from './memory.js';
 import { runClients, runLoad, runPaced, type LoadResult, type RequestShape } from './load.js';
 import { BENCH_DIR, ROOT_DIR, parseOptions, type BenchOptions } from './options.js';
 import { recordBody } from './payment-requests.js';
+import { PEER_LABELS, assertPeersAnswer, peerRequest, peerSummary, peersMissing, preparePeerDatabase, startPeers, type RunningPeer } from './peers.js';
 import { PGBENCH, pgbenchAvailable, runPgbench } from './pgbench.js';
 import { startOwnCluster } from './postgres-cluster.js';
 import {
@@ -51,6 +53,7 @@ import {
   type Child,
 } from './processes.js';
 import { fmt, median, medianOf, renderTable, type Measurement, type ScenarioInfo, type ScenarioRecord } from './report.js';
+import { compareSideBySide, type Contender, type SideBySide } from './side-by-side.js';
 
 const LIST_ID_COUNTS = [1, 10, 100] as const;
 const LIST_CONNECTIONS = [1, 32] as const;
@@ -92,7 +95,7 @@ function randomInt(n: number): number {
 }
 
 // `count` session IDs: 75 % with a payment (of the token's network when scoped), 25 % without.
-function listPath(count: number, rows: number, scoped: boolean): string {
+function listIds(count: number, rows: number, scoped: boolean): string[] {
   const existing = count === 1 ? (Math.random() < EXISTING_SHARE ? 1 : 0) : Math.round(count * EXISTING_SHARE);
   const seen = new Set<string>();
   const span = scoped ? Math.floor(rows / NETWORK_COUNT) : rows;
@@ -102,7 +105,15 @@ function listPath(count: number, rows: number, scoped: boolean): string {
   }
   const ids = [...seen];
   while (ids.length < count) ids.push(`ses_missing_${randomInt(1_000_000_000)}`);
+  return ids;
+}
+
+function listPathOf(ids: string[]): string {
   return `/payments/v1/session-payments?sessionIds=${ids.join(',')}`;
+}
+
+function listPath(count: number, rows: number, scoped: boolean): string {
+  return listPathOf(listIds(count, rows, scoped));
 }
 
 function listRequest(count: number, rows: number, bearer: string | null, scoped: boolean, acceptEncoding?: string): () => RequestShape {
@@ -652,11 +663,16 @@ async function cleanup(): Promise<void> {
 
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2), process.env);
+  const missing = options.peers ? peersMissing() : null;
+  if (missing) {
+    process.stderr.write(`${missing}\n`);
+    process.exit(2);
+  }
   const startedAt = new Date();
   const machine = machineInfo();
   log(`charging-network-service benchmark, ${startedAt.toISOString()}`);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}, node ${machine.node}, load average ${machine.loadAverageAtStart.join(' ')}`);
-  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}${options.memoryOnly ? ', --memory' : ''}${options.floorOnly ? ', --floor' : ''}, floor rounds ${options.floorRounds}${options.acceptEncoding ? `, service list requests with Accept-Encoding: ${options.acceptEncoding}` : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
+  log(`options: runs ${options.runs}, ${options.durationSeconds} s per scenario${options.quick ? ' (--quick)' : ''}${options.baselineOnly ? ', --baseline' : ''}${options.memoryOnly ? ', --memory' : ''}${options.peers ? ', --peers' : options.floorOnly ? ', --floor' : ''}, floor rounds ${options.floorRounds}${options.acceptEncoding ? `, service list requests with Accept-Encoding: ${options.acceptEncoding}` : ''}, sizes ${options.sizes.map(fmt.rows).join(', ')}, pool ${options.poolMax}`);
 
   if (options.build) {
     log('building: npm run build');
@@ -814,7 +830,19 @@ async function main(): Promise<void> {
     floor = { ...started, bearer, check };
     log(`floor server: bench/floor-server.ts pid ${started.child.pid} on ${LOOPBACK}:${started.port} (pool ${options.poolMax}, network ${SCOPED_NETWORK}); its answer and the service's: ${check}`);
   }
-  const floorComparisons: FloorComparison[] = [];
+  // The peers, verifying the floor comparison's token; they must answer the service's rows.
+  let peers: RunningPeer[] = [];
+  let peersCheck: string | null = null;
+  if (floor && options.peers) {
+    const role = `${target.name}_peer`;
+    cleanupTasks.push(await preparePeerDatabase(target.url!, role));
+    peers = await startPeers({ databaseUrl: target.url!, poolMax: options.poolMax, role, servicePort, bearer: floor.bearer, logDir });
+    const ids = listIds(100, ctx.rows, true);
+    peersCheck = await assertPeersAnswer({ peers, servicePort, servicePath: listPathOf(ids), ids, bearer: floor.bearer, network: SCOPED_NETWORK });
+    for (const p of peers) log(`peer: ${PEER_LABELS[p.name]} (bench/peers/${p.name}-server.mjs) pid ${p.child.pid} on ${LOOPBACK}:${p.port} (pool ${options.poolMax})`);
+    log(`peers' answers: ${peersCheck}`);
+  }
+  const floorComparisons: SideBySide[] = [];
 
   // Sanity: the service answers the list, and the naive server answers the same JSON.
   const probe = listPath(100, ctx.rows, false);
@@ -852,19 +880,24 @@ async function main(): Promise<void> {
       }
       if (floor) {
         const f = floor;
-        const comparison = await compareWithFloor({
+        const contenders: Contender[] = [
+          { name: 'service', port: servicePort, pid: service.pid, applicationName: SERVICE_APPLICATION_NAME, next: listRequest(100, rows, f.bearer, true, options.acceptEncoding) },
+          { name: 'floor', port: f.port, pid: f.child.pid, applicationName: FLOOR_APPLICATION_NAME, next: listRequest(100, rows, null, true) },
+          ...peers.map((p) => ({ name: p.name, port: p.port, pid: p.child.pid, applicationName: p.applicationName, next: () => peerRequest(p.name, listIds(100, rows, true), f.bearer) })),
+        ];
+        const comparison = await compareSideBySide({
           databaseUrl: target.url!,
           rows,
           connections: 32,
           rounds: options.floorRounds,
           durationSeconds: options.durationSeconds,
           warmupSeconds: options.warmupSeconds,
-          service: { port: servicePort, pid: service.pid, next: listRequest(100, rows, f.bearer, true, options.acceptEncoding) },
-          floor: { port: f.port, pid: f.child.pid, next: listRequest(100, rows, null, true) },
+          contenders,
           log,
         });
         floorComparisons.push(comparison);
         log(`  floor: ${floorSummary(comparison).text}`);
+        for (const p of peers) log(`  ${p.name}: ${peerSummary(comparison, p.name).text}`);
       }
     }
     rssSamples.push(await settledRss(service.pid));
@@ -895,6 +928,10 @@ async function main(): Promise<void> {
   for (const c of floorComparisons) {
     const summary = floorSummary(c);
     targets.push({ id: 'floor', status: summary.ok ? 'PASS' : 'FAIL', text: `(floor) ${summary.text}` });
+    for (const p of peers) {
+      const peer = peerSummary(c, p.name);
+      targets.push({ id: 'peers', status: peer.ok ? 'PASS' : 'FAIL', text: `(peers) ${peer.text}` });
+    }
   }
   if (!floor) targets.push({ id: 'floor', status: 'N/A', text: '(floor) needs PostgreSQL (the floor is node:http + pg)' });
 
@@ -914,11 +951,11 @@ async function main(): Promise<void> {
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     machine: { ...machine, loadAverageAtEnd: os.loadavg().map((l) => Math.round(l * 100) / 100) },
-    options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, floorOnly: options.floorOnly, floorRounds: options.floorRounds, sizes, poolMax: options.poolMax, acceptEncoding: options.acceptEncoding ?? null },
+    options: { runs: options.runs, durationSeconds: options.durationSeconds, quick: options.quick, baselineOnly: options.baselineOnly, floorOnly: options.floorOnly, peers: options.peers, floorRounds: options.floorRounds, sizes, poolMax: options.poolMax, acceptEncoding: options.acceptEncoding ?? null },
     database: { kind: target.kind, mode: postgresMode, settings, seeding: seedTimes },
     memory,
     service: { node: SERVER_NODE, nodeArgs: SERVER_NODE_ARGS, env: { NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', DATABASE_POOL_MAX: String(options.poolMax) }, peakRssMiB: serviceHwm, rssAfterListRepetitionsMiB: rssSamples },
-    checks: { listSql: sqlCheck, naiveShape: shapeCheck, floorAnswer: floor?.check ?? null },
+    checks: { listSql: sqlCheck, naiveShape: shapeCheck, floorAnswer: floor?.check ?? null, peersAnswers: peersCheck },
     floor: floorComparisons,
     passwordHash: { argon2id: DEFAULT_ARGON2_PARAMS },
     hashConcurrency: HASH_CONCURRENCY,

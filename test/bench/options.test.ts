@@ -72,8 +72,17 @@ describe('bench --floor and --rounds', () => {
     expect(parseOptions(['--floor', '--own-postgres', '--rounds', '7', '--sizes', '10000'], {})).toMatchObject({ floorOnly: true, floorRounds: 7, sizes: [10_000] });
   });
 
+  it('--peers is the floor comparison with the peers beside it, in its own file', () => {
+    expect(parseOptions(['--floor'], { DATABASE_URL: LOCAL_URL }).peers).toBe(false);
+    const peers = parseOptions(['--peers', '--sizes', '10000'], { DATABASE_URL: LOCAL_URL });
+    expect(peers).toMatchObject({ floorOnly: true, peers: true, floorRounds: 5, sizes: [10_000] });
+    expect(peers.out).toMatch(/results\/latest-peers\.json$/);
+  });
+
   it('refuses --floor without PostgreSQL, beside another single-purpose run, and rounds out of range', () => {
     expect(refused(['--floor'])).toMatch(/--floor needs PostgreSQL/);
+    expect(refused(['--peers'])).toMatch(/--peers needs PostgreSQL/);
+    expect(refused(['--peers', '--memory'], { DATABASE_URL: LOCAL_URL })).toMatch(/separate runs/);
     expect(refused(['--floor', '--baseline'], { DATABASE_URL: LOCAL_URL })).toMatch(/separate runs/);
     expect(refused(['--rounds', '0'], { DATABASE_URL: LOCAL_URL })).toMatch(/--rounds must be an integer from 1 to 99/);
     expect(refused(['--rounds'], { DATABASE_URL: LOCAL_URL })).toMatch(/--rounds needs a value/);
