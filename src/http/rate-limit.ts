@@ -1,4 +1,5 @@
 import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
+import { once } from 'node:events';
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
@@ -24,6 +25,8 @@ interface Bucket {
   key: string;
 }
 
+// How long start-up waits for the counters' Redis connection before serving uncounted.
+const REDIS_READY_WAIT_MS = 2000;
 const BUCKET = Symbol('rateLimitBucket');
 
 declare module 'fastify' {
@@ -74,6 +77,12 @@ async function rateLimitPlugin(app: FastifyInstance, opts: AppConfig['rateLimit'
     redis.on('ready', () => {
       if (down) app.log.info('rate-limit store available again');
       down = false;
+    });
+    // A replica that started listening before its connection was up would let its first requests
+    // through uncounted: start-up waits for the connection, or for its first failure (then the
+    // service starts uncounted, as it runs through an outage), or for REDIS_READY_WAIT_MS.
+    app.addHook('onReady', async () => {
+      if (redis.status !== 'ready') await once(redis, 'ready', { signal: AbortSignal.timeout(REDIS_READY_WAIT_MS) }).catch(() => undefined);
     });
     app.addHook('onClose', async () => void (await redis.quit().catch(() => undefined)));
   }

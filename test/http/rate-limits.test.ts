@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { createClient, revokeClient } from '../../src/auth/clients-service.js';
@@ -219,6 +220,15 @@ describe('rate limiting', () => {
         expect(res.statusCode).toBe(200);
         for (const name of ['ratelimit', 'ratelimit-policy', 'x-ratelimit-limit']) expect(res.headers[name]).toBeUndefined();
       }
+    });
+  });
+
+  it('counts the first request after start-up in Redis: start-up waits for the connection', async () => {
+    const prefix = `cns-test:rate-limit-start:${randomUUID()}:`;
+    await withApp({ ...small, REDIS_URL: 'redis://127.0.0.1:6379', RATE_LIMIT_REDIS_PREFIX: prefix }, async (t) => {
+      const res = await t.app.inject({ url: PUBLIC_URL });
+      expect(res.statusCode).toBe(200);
+      expect(fields(res)).toMatchObject({ policy: 'address', quota: 3, remaining: 2 });
     });
   });
 
