@@ -8,11 +8,11 @@ import { databaseTimedOut } from './deadline.js';
 // pg's own guard, `query_timeout`, arms a timer per query whose closure holds the query; a query
 // in flight across a minor collection gets that closure promoted, and once the query is done the
 // old closure still points at it and its rows, so every answer under load outlives the next
-// minor collections (docs/performance.md, "What remains"). This guard costs nothing per query:
-// one sweep per pool reads, for each connection, whether a query is in flight and the socket's
-// count of bytes read, and keeps one small record per connection. It counts silence, not the
-// query's age: an answer still arriving is never cut, and the server's own statement timeout
-// (shorter than `limitMs`) ends a statement that runs too long.
+// minor collections (docs/performance.md, "What remains: the service's young objects survive").
+// This guard costs nothing per query: one sweep per pool reads, for each connection, whether a
+// query is in flight and the socket's count of bytes read, and keeps one small record per
+// connection. It counts silence, not the query's age: an answer still arriving is never cut, and
+// the server's own statement timeout (shorter than `limitMs`) ends a statement that runs too long.
 //
 // A query is failed between `limitMs` and `limitMs + sweepMs` after the last byte that arrived
 // (or after it was sent). A query cannot end without bytes arriving (its ReadyForQuery), so an
