@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { identifierSchema, nameSchema } from '../kernel/identifier-schemas.js';
 import { LISTED_ID } from '../kernel/identifiers.js';
 import { OCPP_2_0_1, OCPP_VERSIONS, SECURITY_PROFILES, type OcppVersion } from '../kernel/ocpp-vocabulary.js';
-import { envelope, page, pageLimit } from '../kernel/paging-schemas.js';
+import { emptyBody, envelope, page, pageLimit } from '../kernel/paging-schemas.js';
 import { CONNECTION_TYPES, CONNECTOR_FORMATS, POWER_TYPES } from './asset-management-tables.js';
 import { stationOutput } from './station-link.js';
 import { ROTATION_STATES } from './rotation.js';
@@ -148,9 +148,6 @@ export const listAssetsQuery = pageQuery.extend({ network: networkSchema.optiona
 
 export const idParams = z.object({ id: idSchema }).strict();
 
-// No body, or an empty object; anything else is an unknown field.
-export const emptyBody = z.object({}).strict().nullish().meta({ examples: [{}] });
-
 export const DEFAULT_OCPP_VERSION: OcppVersion = OCPP_2_0_1;
 
 export const createAssetBody = z
@@ -233,6 +230,6 @@ export const changePasswordUnconfirmedOutput = z
   .describe('no answer in time, the connection dropped, or RebootRequired: both passwords work until the station logs in with one')
   .meta({ examples: [{ id: 'CP-1', status: 'UNCONFIRMED' }] });
 
-export { envelope, page };
+export { emptyBody, envelope, page };
 
 export const notModified = z.null().describe('Not modified: the resource still has the ETag given in If-None-Match');

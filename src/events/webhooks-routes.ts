@@ -21,6 +21,7 @@ import {
 import {
   createSubscriptionBody,
   deliveryOutput,
+  emptyBody,
   envelope,
   listSubscriptionsQuery,
   page,
@@ -158,6 +159,7 @@ async function webhooksRoutes(app: FastifyInstance, options: WebhooksRoutesOptio
         summary: 'Replace the signing secret (the new one is shown in this answer only)',
         description: 'Every attempt made from now on is signed with the new secret, retries of earlier events included.',
         params: subscriptionParams,
+        body: emptyBody,
         response: webhooksResponses({ 200: envelope(subscriptionWithSecretOutput) }, { 404: notFound }),
       },
     },
@@ -177,6 +179,7 @@ async function webhooksRoutes(app: FastifyInstance, options: WebhooksRoutesOptio
         summary: 'Send a webhook.test event to this subscription',
         description: 'Delivered like any event, to this subscription only, whatever its events or status; see …/deliveries for the outcome.',
         params: subscriptionParams,
+        body: emptyBody,
         response: webhooksResponses({ 202: envelope(testEventOutput) }, { 404: notFound }),
       },
     },

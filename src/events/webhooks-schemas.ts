@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { nameSchema } from '../kernel/identifier-schemas.js';
 import { MAX_ID_LENGTH, describeProblem, hasForbiddenCharacter } from '../kernel/identifiers.js';
-import { envelope, page, pageLimit } from '../kernel/paging-schemas.js';
+import { emptyBody, envelope, page, pageLimit } from '../kernel/paging-schemas.js';
 import { SUBSCRIBABLE_EVENT_TYPES, subscribableEventTypeSchema } from './event-types.js';
 import { DELIVERY_STATES, SUBSCRIPTION_STATUSES } from './events-tables.js';
 import { MAX_TARGET_URL_LENGTH } from './target-addresses.js';
@@ -119,7 +119,7 @@ export const deliveryOutput = z
 
 export const testEventOutput = z.object({ eventId: z.string().describe('the webhook.test event sent: see …/deliveries') });
 
-export { envelope, page };
+export { emptyBody, envelope, page };
 
 export type SubscriptionOutput = z.output<typeof subscriptionOutput>;
 export type DeliveryOutput = z.output<typeof deliveryOutput>;

@@ -1,6 +1,7 @@
 // How the lists of the `{ data }` families page (docs/api.md, "Paging"): `limit` and
-// `startingAfter` (the last id seen), answered `{ data: { items, hasMore } }`; and the `{ data }`
-// envelope of one record. Used by asset management's and the webhooks' schemas.
+// `startingAfter` (the last id seen), answered `{ data: { items, hasMore } }`; the `{ data }`
+// envelope of one record; and the body of an action that takes none. Used by asset management's
+// and the webhooks' schemas.
 import { z } from 'zod';
 
 const DEFAULT_PAGE_SIZE = 20;
@@ -16,3 +17,6 @@ export const pageLimit = z
 export const page = <T extends z.ZodType>(item: T) => z.object({ data: z.object({ items: z.array(item), hasMore: z.boolean() }) });
 
 export const envelope = <T extends z.ZodType>(item: T) => z.object({ data: item });
+
+// No body, or an empty object; anything else is an unknown field.
+export const emptyBody = z.object({}).strict().nullish().meta({ examples: [{}] });

@@ -177,6 +177,22 @@ describe('webhook subscriptions', () => {
     expect(rotated.secret).not.toBe(s.secret);
   });
 
+  it('takes no body or {} for rotate-secret and test, refuses any field with 400 and changes nothing', async () => {
+    const network = uniqueNetwork();
+    const s = await create(network);
+    for (const suffix of ['/rotate-secret', '/test']) {
+      const res = await t.app.inject({ method: 'POST', url: `${BASE}/${s.id}${suffix}`, headers: auth([WRITE], network), payload: { secret: 'whsec_mine' } });
+      expect(res.statusCode, suffix).toBe(400);
+      expect(res.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
+    }
+    const deliveries = await t.app.inject({ url: `${BASE}/${s.id}/deliveries`, headers: auth([READ], network) });
+    expect(deliveries.json().data).toEqual([]);
+    const rotated = await t.app.inject({ method: 'POST', url: `${BASE}/${s.id}/rotate-secret`, headers: auth([WRITE], network), payload: {} });
+    expect(rotated.statusCode).toBe(200);
+    const tested = await t.app.inject({ method: 'POST', url: `${BASE}/${s.id}/test`, headers: auth([WRITE], network), payload: {} });
+    expect(tested.statusCode).toBe(202);
+  });
+
   it('deletes: 204, then 404', async () => {
     const network = uniqueNetwork();
     const s = await create(network);

@@ -3713,7 +3713,12 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                /** @example {} */
+                "application/json": Record<string, never> | null;
+            };
+        };
         responses: {
             /** @description Default Response */
             200: {
@@ -3851,7 +3856,12 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                /** @example {} */
+                "application/json": Record<string, never> | null;
+            };
+        };
         responses: {
             /** @description Default Response */
             202: {
