@@ -18,7 +18,9 @@ import pg from 'pg';
 export interface TimeLimits {
   // server-side limit of one statement; undefined: none
   statementTimeoutMs: number | undefined;
-  // the client gives up on an answer after this; undefined: never
+  // pg's client gives up on an answer after this, with a timer per query that keeps each query
+  // and its rows alive past minor collections: for rare queries only (the readiness probe; the
+  // service's pool has silent-connections.ts instead); undefined: never
   queryTimeoutMs: number | undefined;
 }
 

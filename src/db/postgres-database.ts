@@ -4,11 +4,15 @@ import { AppError } from '../kernel/errors.js';
 import type { Database, Db } from './database.js';
 import { ignore, PING_TIMEOUT_MS, withDeadline } from './deadline.js';
 import { connectionSettings } from './pooler.js';
+import { guardSilentConnections } from './silent-connections.js';
 import { postgresStartupWork } from './startup-lock.js';
 
-// Beyond the statement timeout (which the server enforces), the client gives up on a query whose
-// answer never comes: a server that vanished without closing the socket must not hold a request.
-const QUERY_TIMEOUT_MARGIN_MS = 1000;
+// Beyond the statement timeout (which the server enforces), a connection whose query has received
+// nothing for this much longer is given up (silent-connections.ts): a server that vanished without
+// closing the socket, or a network that stopped carrying its bytes, must not hold a request.
+const SILENCE_MARGIN_MS = 1000;
+// How often each pool looks at its connections for that: a silent query fails at most this late.
+const SILENCE_SWEEP_MS = 500;
 const APPLICATION_NAME = 'charging-network-service';
 
 export interface PostgresSettings {
@@ -39,15 +43,15 @@ export async function openPostgres(settings: PostgresSettings): Promise<Database
     max: poolMax,
     // Bounds both the wait for a free client and the opening of a new connection.
     ...(acquireTimeoutMs ? { connectionTimeoutMillis: acquireTimeoutMs } : {}),
-    ...connectionSettings(
-      { statementTimeoutMs, queryTimeoutMs: statementTimeoutMs ? statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS : undefined },
-      behindPooler,
-    ),
+    ...connectionSettings({ statementTimeoutMs, queryTimeoutMs: undefined }, behindPooler),
     keepAlive: true,
   });
   neverCrashOnLostConnections(pool);
+  const guard = statementTimeoutMs ? guardSilentConnections(pool, statementTimeoutMs + SILENCE_MARGIN_MS, SILENCE_SWEEP_MS) : undefined;
   // Readiness has a connection of its own: a pool full of requests waiting on a lock says nothing
-  // about whether the database answers, and must not make the probe wait behind them.
+  // about whether the database answers, and must not make the probe wait behind them. Its queries
+  // are rare, so pg's timer per query guards it: it frees the one connection of a probe that got
+  // no answer (ping's deadline only stops waiting for it), so that a later probe can connect anew.
   const probe = new pg.Pool({
     connectionString: url,
     application_name: `${APPLICATION_NAME}/readiness`,
@@ -93,6 +97,7 @@ export async function openPostgres(settings: PostgresSettings): Promise<Database
     ...postgresStartupWork(direct, APPLICATION_NAME),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
+      guard?.stop();
       await Promise.all([pool.end(), probe.end()]);
     },
   };
