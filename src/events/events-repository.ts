@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { Executor } from '../db/database.js';
+import { rowsOf, type Executor } from '../db/database.js';
 import type { EventType } from './event-types.js';
 import { events } from './events-tables.js';
 
@@ -25,4 +25,25 @@ export function appendEventsSql(input: { type: EventType; from: SQL; network: SQ
 // A timestamp as the body's times are spelled (JavaScript's toISOString: UTC, milliseconds, Z).
 export function isoTimeSql(timestamp: SQL): SQL {
   return sql`to_char((${timestamp}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+// Deletes up to `limit` events older than `retentionDays` that were fanned out and have no
+// delivery pending (their deliveries go with them), oldest first; answers how many. The age is
+// read from the id (time-ordered, EVENT_ID_DEFAULT), so the primary key finds them. Rows another
+// replica's sweep holds are skipped.
+export async function deleteSettledEvents(db: Executor, retentionDays: number, limit: number): Promise<number> {
+  const cutoffId = sql`'evt_' || lpad(to_hex(floor(extract(epoch from now() - make_interval(days => ${retentionDays})) * 1000)::bigint), 12, '0')`;
+  const rows = await rowsOf<{ n: number }>(
+    db,
+    sql`WITH gone AS (
+      DELETE FROM events WHERE id IN (
+        SELECT e.id FROM events e
+        WHERE e.id < ${cutoffId} AND e.dispatched_at IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.state = 'PENDING')
+        ORDER BY e.id LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED)
+      RETURNING 1)
+    SELECT count(*)::int AS n FROM gone`,
+  );
+  return rows[0]?.n ?? 0;
 }

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import { backlogStats, type BacklogStats } from './delivery-repository.js';
 import { createDeliveryWorker } from './delivery-worker.js';
+import { startOutboxRetention } from './outbox-retention.js';
 import type { ResolveHost } from './target-rules.js';
 import { createWebhookClient } from './webhook-client.js';
 
@@ -68,10 +69,14 @@ async function webhooksPlugin(app: FastifyInstance, options: WebhooksPluginOptio
     pollIntervalMs: options.pollIntervalMs,
     onOutcome: (outcome) => deliveries.inc({ outcome }),
   });
-  app.addHook('onReady', async () => worker.start());
+  let retention: ReturnType<typeof startOutboxRetention> | undefined;
+  app.addHook('onReady', async () => {
+    worker.start();
+    retention = startOutboxRetention({ db: database.db, log: app.log.child({ component: 'outbox-retention' }), retentionDays: config.webhooks.retentionDays });
+  });
   // While the database is still open.
   app.addHook('preClose', async () => {
-    await worker.stop();
+    await Promise.all([worker.stop(), retention?.stop()]);
     await client.close();
   });
 }

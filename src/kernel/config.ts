@@ -54,6 +54,8 @@ const envSchema = z.object({
   // Webhook targets on private, loopback and link-local addresses, and http URLs: for tests and a
   // network of one's own only (docs/events.md, "Targets").
   WEBHOOKS_ALLOW_PRIVATE_TARGETS: booleanString.default(false),
+  // Days an event and its deliveries are kept once none is pending (docs/events.md, "Retention").
+  WEBHOOKS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
   // On SIGTERM, how long /readyz answers 503 (everything else still served) before the stop
   // begins, so a load balancer's health checks take the replica out first. Counts inside
@@ -153,7 +155,7 @@ const configSchema = envSchema.transform((e, ctx) => {
       redisUrl: e.REDIS_URL,
       redisPrefix: e.RATE_LIMIT_REDIS_PREFIX,
     },
-    webhooks: { allowPrivateTargets: e.WEBHOOKS_ALLOW_PRIVATE_TARGETS },
+    webhooks: { allowPrivateTargets: e.WEBHOOKS_ALLOW_PRIVATE_TARGETS, retentionDays: e.WEBHOOKS_RETENTION_DAYS },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     shutdownDrainMs: e.SHUTDOWN_DRAIN_SECONDS * 1000,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,

@@ -1,0 +1,52 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Db } from '../db/database.js';
+import { loggableError } from '../db/failures.js';
+import { deleteSettledEvents } from './events-repository.js';
+
+// The outbox keeps an event, with its deliveries, for `retentionDays` (docs/events.md, "Retention"),
+// then deletes it once none of its deliveries is pending: a sweep at start and every
+// `intervalMs`, in batches of `batch`, the next batch at once while one comes back full, so the
+// deletion keeps up with any rate of events without one long statement. Every replica sweeps;
+// a row another replica is deleting is skipped, not waited for.
+export interface OutboxRetentionOptions {
+  db: Db;
+  log: FastifyBaseLogger;
+  retentionDays: number;
+  intervalMs?: number;
+  batch?: number;
+}
+
+const SWEEP_INTERVAL_MS = 5 * 60 * 1000;
+const SWEEP_BATCH = 1000;
+
+export function startOutboxRetention(options: OutboxRetentionOptions): { stop(): Promise<void> } {
+  const { db, log, retentionDays, intervalMs = SWEEP_INTERVAL_MS, batch = SWEEP_BATCH } = options;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+
+  async function sweep(): Promise<void> {
+    try {
+      let deleted = 0;
+      for (let full = true; full && !stopped; ) {
+        const count = await deleteSettledEvents(db, retentionDays, batch);
+        deleted += count;
+        full = count === batch;
+      }
+      if (deleted > 0) log.info({ deleted, retentionDays }, 'outbox events past their retention deleted');
+    } catch (error) {
+      // Nothing is lost by a sweep that fails: the next one deletes what this one did not.
+      log.warn({ err: loggableError(error) }, 'outbox retention sweep failed; the next one tries again');
+    }
+    if (!stopped) timer = setTimeout(() => (running = sweep()), intervalMs).unref();
+  }
+
+  running = sweep();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
