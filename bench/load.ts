@@ -37,6 +37,9 @@ export interface LoadSpec {
   // stop early after this many requests (e.g. when only that many distinct targets exist)
   maxRequests?: number;
   onResponse?: (status: number, body: string) => void;
+  // Keeps the load running past `durationSeconds` until this settles (at most 120 s more): a
+  // reconnect storm measured beside the list has the list at full load until its last station.
+  until?: Promise<unknown>;
 }
 
 export function percentile(sorted: ArrayLike<number>, q: number): number {
@@ -144,7 +147,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const instance = autocannon({
     url,
     connections: spec.connections,
-    duration: spec.durationSeconds,
+    duration: spec.durationSeconds + (spec.until ? 120 : 0),
     timeout: 10,
     ...(spec.overallRate ? { overallRate: spec.overallRate } : {}),
     ...(spec.maxRequests ? { maxOverallRequests: spec.maxRequests } : {}),
@@ -161,6 +164,13 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   instance.on('response', (_client: unknown, _status: number, _bytes: number, responseTime: number) => {
     latencies.push(responseTime);
   });
+  if (spec.until) {
+    const settled = spec.until.then(
+      () => undefined,
+      () => undefined,
+    );
+    void Promise.all([sleep(spec.durationSeconds * 1000), settled]).then(() => instance.stop());
+  }
   const result = await instance;
   const sorted = Float64Array.from(latencies).sort();
   const statusCodes: Record<string, number> = {};

@@ -19,12 +19,14 @@ export function recordBody(tag: string, i: number): string {
 }
 
 // The 100-ID list beside another load (the stations and webhooks groups): 32 connections, 100
-// random ids of the first 10,000 seeded sessions on every request.
-export function listBeside(port: number, token: string, seconds: number): Promise<LoadResult> {
+// random ids of the first 10,000 seeded sessions on every request; for `seconds`, and on until
+// `until` settles when given.
+export function listBeside(port: number, token: string, seconds: number, until?: Promise<unknown>): Promise<LoadResult> {
   return runLoad({
     port,
     connections: 32,
     durationSeconds: seconds,
+    ...(until ? { until } : {}),
     next: () => ({
       method: 'GET',
       path: `/payments/v1/session-payments?sessionIds=${Array.from({ length: 100 }, () => sessionOf(Math.floor(Math.random() * 10_000))).join(',')}`,

@@ -3,12 +3,13 @@
 // process that connects them (bench/station-load.ts).
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import { hashAssetPassword, hashGeneratedPassword } from '../src/asset-management/password-hashing.js';
 import { generatePassword } from '../src/asset-management/password-rules.js';
 import type { openBenchDatabase } from './database.js';
 import { ROOT_DIR } from './options.js';
-import { LOOPBACK, startChild } from './processes.js';
+import { LOOPBACK, startChild, stopChild } from './processes.js';
 
 export async function insertStations(database: Awaited<ReturnType<typeof openBenchDatabase>>, prefix: string, count: number, kind: 'generated' | 'supplied') {
   const stations: Array<[string, string]> = [];
@@ -56,3 +57,25 @@ export function startStations(name: string, port: number, stations: Array<[strin
   return { child, ready };
 }
 
+
+export interface StormFigures {
+  accepted: number;
+  // From the first connection to the last station's answer to its BootNotification.
+  allDoneMs: number;
+  p50Ms: number;
+  p99Ms: number;
+  failures: Record<string, number>;
+}
+
+// A reconnect storm: every station connects and boots at once, while `beside` runs (given the
+// promise of the last station's answer: the list runs until then, at full load the whole storm).
+// The stations are disconnected again, and the service has released them, when it resolves.
+export async function runStorm<T>(name: string, port: number, stations: Array<[string, string]>, dir: string, beside: (until: Promise<unknown>) => Promise<T>): Promise<StormFigures & { beside: T }> {
+  const run = startStations(name, port, stations, 'storm', 300, dir);
+  const during = beside(run.ready);
+  const ready = (await run.ready) as unknown as StormFigures;
+  const besideResult = await during;
+  await stopChild(run.child);
+  await sleep(5000);
+  return { accepted: ready.accepted, allDoneMs: ready.allDoneMs, p50Ms: ready.p50Ms, p99Ms: ready.p99Ms, failures: ready.failures, beside: besideResult };
+}

@@ -1,12 +1,12 @@
 // The "stations" group of `npm run bench` (`npm run bench -- --stations`): held connections,
-// reconnect storms and abusive stations (bench/abuse.ts; alone with `--abuse`) against the
-// compiled server, with the 100-ID payment list measured beside them.
+// password rotations, reconnect storms (bench/station-storms.ts; alone with `--storms-only`) and
+// abusive stations (bench/abuse.ts; alone with `--abuse`) against the compiled server, with the
+// 100-ID payment list measured beside them.
 // Figures, never pass/fail tests: the targets are printed next to them.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RPCClient } from 'ocpp-rpc';
 import { createBenchClients, createBenchTarget, NETWORK_COUNT, openBenchDatabase, seedPayments } from './database.js';
 import { runAbuseGroup } from './abuse.js';
 import type { LoadResult } from './load.js';
@@ -14,6 +14,8 @@ import { BENCH_DIR, ROOT_DIR } from './options.js';
 import { median } from './report.js';
 import { cpuMs, freePort, LOOPBACK, postgresCpuMs, rssMiB, runCommand, SERVER_NODE, stopAllChildren, stopChild, type Child } from './processes.js';
 import { insertStations, startStations } from './station-fleet.js';
+import { rotationRoundTrips, type RotationFigures } from './station-rotations.js';
+import { runStormRounds } from './station-storms.js';
 import { startBenchService } from './bench-service.js';
 import { listBeside } from './payment-requests.js';
 
@@ -29,6 +31,9 @@ interface StationsOptions {
   rotations: number;
   // Only the abuse group (`--abuse`), and the length of each of its windows.
   abuseOnly: boolean;
+  // Only the storms (`--storms-only`), each `stormRounds` times.
+  stormsOnly: boolean;
+  stormRounds: number;
   abuseWindowSeconds: number;
   build: boolean;
   out: string;
@@ -37,12 +42,13 @@ interface StationsOptions {
 function parse(argv: string[]): StationsOptions {
   const quick = argv.includes('--quick');
   const abuseOnly = argv.includes('--abuse');
+  const stormsOnly = argv.includes('--storms-only');
   const value = (name: string, fallback: number) => {
     const i = argv.indexOf(name);
     return i >= 0 ? Number(argv[i + 1]) : fallback;
   };
   return {
-    held: value('--held', abuseOnly ? 0 : quick ? 1000 : 10_000),
+    held: value('--held', abuseOnly || stormsOnly ? 0 : quick ? 1000 : 10_000),
     storm: value('--storm', abuseOnly ? 0 : quick ? 200 : 2000),
     stormSupplied: value('--storm-supplied', abuseOnly ? 0 : quick ? 50 : 2000),
     durationSeconds: value('--duration', quick ? 5 : 10),
@@ -53,9 +59,11 @@ function parse(argv: string[]): StationsOptions {
     heartbeatSeconds: value('--heartbeat', 5),
     rotations: value('--rotations', quick ? 200 : 1000),
     abuseOnly,
+    stormsOnly,
+    stormRounds: value('--storm-rounds', 1),
     abuseWindowSeconds: value('--abuse-duration', quick ? 5 : 15),
     build: !argv.includes('--no-build'),
-    out: join(BENCH_DIR, 'results', `stations${abuseOnly ? '-abuse' : ''}-${quick ? 'quick' : 'latest'}.json`),
+    out: join(BENCH_DIR, 'results', `stations${abuseOnly ? '-abuse' : stormsOnly ? '-storms' : ''}-${quick ? 'quick' : 'latest'}.json`),
   };
 }
 
@@ -91,47 +99,6 @@ async function withCores<T>(servicePid: number, stationsPid: number | undefined,
 
 const coresText = (c: Cores) =>
   `cores: service ${c.service.toFixed(2)}, stations ${c.stations === null ? '-' : c.stations.toFixed(2)}, PostgreSQL ${c.postgres === null ? '-' : c.postgres.toFixed(2)}, list client ${c.bench.toFixed(2)}`;
-
-interface RotationFigures {
-  count: number;
-  p50Ms: number;
-  p99Ms: number;
-}
-
-// Password rotations of one connected station, one after another: API call → SetVariables →
-// the station's Accepted → 200. The station answers at once, so this is the service's own cost.
-async function rotationRoundTrips(apiBase: string, stationEndpoint: string, token: string, station: [string, string], count: number): Promise<RotationFigures> {
-  const [id, password] = station;
-  const client = new RPCClient({ endpoint: stationEndpoint, identity: id, password, protocols: ['ocpp2.0.1'], strictMode: false, reconnect: false } as never) as unknown as {
-    connect(): Promise<unknown>;
-    handle(method: string, handler: (call: { params: { setVariableData: Array<{ component: unknown; variable: unknown }> } }) => unknown): void;
-    close(o: object): Promise<unknown>;
-  };
-  client.handle('SetVariables', ({ params }) => ({
-    setVariableResult: [{ attributeStatus: 'Accepted', component: params.setVariableData[0]!.component, variable: params.setVariableData[0]!.variable }],
-  }));
-  await client.connect();
-  const times: number[] = [];
-  try {
-    // The first few warm up the routes and the statements.
-    for (let i = 0; i < count + 10; i++) {
-      const started = performance.now();
-      const res = await fetch(`${apiBase}/asset-management/v1/assets/change-password`, {
-        method: 'POST',
-        headers: { authorization: token, 'content-type': 'application/json' },
-        body: JSON.stringify({ id }),
-      });
-      await res.arrayBuffer();
-      if (res.status !== 200) throw new Error(`rotation answered ${res.status}`);
-      if (i >= 10) times.push(performance.now() - started);
-    }
-  } finally {
-    await client.close({ force: true });
-  }
-  times.sort((a, b) => a - b);
-  const pct = (q: number) => times[Math.min(times.length - 1, Math.max(0, Math.ceil(q * times.length) - 1))]!;
-  return { count, p50Ms: pct(0.5), p99Ms: pct(0.99) };
-}
 
 async function main(): Promise<void> {
   const options = parse(process.argv.slice(2));
@@ -171,7 +138,7 @@ async function main(): Promise<void> {
       },
       body: 'grant_type=client_credentials',
     }).then(async (r) => `Bearer ${((await r.json()) as { access_token: string }).access_token}`);
-    const list = (seconds: number): Promise<LoadResult> => listBeside(port, token, seconds);
+    const list = (seconds: number, until?: Promise<unknown>): Promise<LoadResult> => listBeside(port, token, seconds, until);
     const row = (name: string, r: LoadResult) => log(`  ${name.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} rps  p50 ${r.p50.toFixed(1)} ms  p99 ${r.p99.toFixed(1)} ms  non-2xx ${r.non2xx}  errors ${r.socketErrors}`);
 
     const abuse = () =>
@@ -193,8 +160,26 @@ async function main(): Promise<void> {
         dir,
         log,
       });
-    if (options.abuseOnly) {
-      results.abuse = await abuse();
+    // Reconnect storms (bench/station-storms.ts), after the held stations or alone.
+    const storms = () =>
+      runStormRounds({
+        port,
+        servicePid: server!.pid,
+        storms: [
+          ['storm-hmac', storm],
+          ['storm-supplied', stormSupplied],
+        ],
+        rounds: options.stormRounds,
+        listSeconds: options.durationSeconds,
+        list,
+        dir,
+        log,
+        row,
+      });
+    // One part alone; the storms after a window of the list, so that their first meets a warm process.
+    if (options.stormsOnly || options.abuseOnly) {
+      if (options.stormsOnly) await list(5);
+      results[options.stormsOnly ? 'storms' : 'abuse'] = await (options.stormsOnly ? storms() : abuse());
       writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`);
       log(`figures written to ${options.out}`);
       return;
@@ -259,32 +244,13 @@ async function main(): Promise<void> {
       await sleep(5000);
     }
     const heldRatio = median(pairs.map((p) => p.ratio));
-    // The storms' baseline: the list alone, over the rounds.
-    const aloneP99 = median(pairs.map((p) => p.alone.p99));
     log(`  RSS ${rssBefore.toFixed(0)} -> ${rssHeld.toFixed(0)} MiB: ${perConnectionKiB.toFixed(1)} KiB per held station (target <= 30 KB)`);
     log(`  list p99 held / alone, round by round: ${pairs.map((p) => `${p.ratio.toFixed(2)}x`).join(', ')}; median ${heldRatio.toFixed(2)}x (target <= 1.5x)`);
 
-    // Reconnect storms: every station connects and boots at once while the list is measured.
-    const storms: Record<string, unknown> = {};
-    for (const [name, stations] of [
-      ['storm-hmac', storm],
-      ['storm-supplied', stormSupplied],
-    ] as const) {
-      if (stations.length === 0) continue;
-      const run = startStations(name, port, stations, 'storm', 300, dir);
-      const during = list(options.durationSeconds);
-      const ready = await run.ready;
-      const listed = await during;
-      row(`list during ${name} of ${stations.length}`, listed);
-      log(`  ${name}: ${ready.accepted}/${stations.length} Accepted, all within ${((ready.allDoneMs as number) / 1000).toFixed(1)} s (target <= 10 s for 2,000 generated), per station p50 ${(ready.p50Ms as number).toFixed(0)} ms p99 ${(ready.p99Ms as number).toFixed(0)} ms, failures ${JSON.stringify(ready.failures)}; list p99 ${(listed.p99 / aloneP99).toFixed(2)}x (target <= 3x)`);
-      storms[name] = { ...ready, list: listed, listP99Ratio: listed.p99 / aloneP99 };
-      await stopChild(run.child);
-      await sleep(3000);
-    }
+    results.storms = await storms();
     results.abuse = await abuse();
     Object.assign(results, {
-      held: { warmUp: warmReady, rssBeforeMiB: rssBefore, rssHeldMiB: rssHeld, perConnectionKiB, holdingCores, rounds: pairs, listP99Ratio: heldRatio, aloneP99Ms: aloneP99 },
-      storms,
+      held: { warmUp: warmReady, rssBeforeMiB: rssBefore, rssHeldMiB: rssHeld, perConnectionKiB, holdingCores, rounds: pairs, listP99Ratio: heldRatio, aloneP99Ms: median(pairs.map((p) => p.alone.p99)) },
       networks: NETWORK_COUNT,
     });
     writeFileSync(options.out, `${JSON.stringify(results, null, 2)}\n`);

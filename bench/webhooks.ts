@@ -151,7 +151,7 @@ async function main(target: BenchTarget): Promise<void> {
     // 2. A backlog drained: `backlog` events written at once into the outbox (as a pause of the
     // workers would leave them), one active subscription, the 100-ID list measured beside it.
     await setActive(false);
-    const list = (seconds: number) => listBeside(port, api.token, seconds);
+    const list = (seconds: number, until?: Promise<unknown>) => listBeside(port, api.token, seconds, until);
     const alone = await list(options.durationSeconds);
     row('list, 100 IDs, no deliveries', alone);
     const enabled = await api.call('PATCH', `/webhooks/v1/subscriptions/${ids.a}`, { status: 'ENABLED' });
@@ -192,7 +192,7 @@ async function main(target: BenchTarget): Promise<void> {
       const storms: StormFigures[] = [];
       for (const active of [false, true]) {
         await setActive(active);
-        storms.push(await stormPair(fleet, port, active ? 'two subscriptions' : 'no subscription', () => list(options.durationSeconds), log));
+        storms.push(await stormPair(fleet, port, active ? 'two subscriptions' : 'no subscription', (until) => list(options.durationSeconds, until), log));
       }
       results.storm = storms;
     }
