@@ -43,34 +43,6 @@ export interface ClaimedDelivery {
   secret: string;
 }
 
-// Takes up to `limit` due deliveries: each attempt is counted and the delivery leased for
-// `leaseMs` (its next attempt is due then, should this one never report).
-export async function claimDueDeliveries(db: Executor, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-  const rows = await rowsOf<Omit<ClaimedDelivery, 'createdAt'> & { createdAt: string | Date }>(
-    db,
-    sql`
-      WITH due AS (
-        SELECT d.event_id, d.subscription_id FROM webhook_deliveries d
-        JOIN webhook_subscriptions s ON s.id = d.subscription_id
-        JOIN events e ON e.id = d.event_id
-        WHERE d.state = 'PENDING' AND d.next_attempt_at <= now()
-          AND (s.status = 'ENABLED' OR e.type = 'webhook.test')
-        ORDER BY d.next_attempt_at LIMIT ${limit}
-        FOR UPDATE OF d SKIP LOCKED
-      )
-      UPDATE webhook_deliveries d
-      SET attempts = d.attempts + 1,
-          lease_until = now() + ${leaseMs} * interval '1 millisecond',
-          next_attempt_at = now() + ${leaseMs} * interval '1 millisecond'
-      FROM due, events e, webhook_subscriptions s
-      WHERE d.event_id = due.event_id AND d.subscription_id = due.subscription_id
-        AND e.id = d.event_id AND s.id = d.subscription_id
-      RETURNING d.event_id AS "eventId", d.subscription_id AS "subscriptionId", d.attempts,
-        e.type, e.data, e.created_at AS "createdAt", s.url, s.secret`,
-  );
-  return rows.map((row) => ({ ...row, createdAt: new Date(row.createdAt) }));
-}
-
 export interface AttemptResult {
   eventId: string;
   subscriptionId: string;
@@ -84,12 +56,30 @@ export interface AttemptResult {
   durationMs: number;
 }
 
-// Writes the results of finished attempts, in one statement. An attempt whose lease was taken
-// over meanwhile (its number is no longer the delivery's) writes nothing.
-export async function recordAttempts(db: Executor, results: readonly AttemptResult[]): Promise<void> {
-  if (results.length === 0) return;
-  const json = JSON.stringify(
-    results.map((r) => ({
+export interface SettleAndClaim {
+  // The finished attempts to write. An attempt whose lease was taken over meanwhile (its number
+  // is no longer the delivery's) writes nothing.
+  results: readonly AttemptResult[];
+  // Due deliveries to take at most (0: only write the results), and at most `perSubscription`
+  // per subscription less what this replica holds of it already (`held`, attempts in flight by
+  // subscription id).
+  limit: number;
+  perSubscription: number;
+  held: ReadonlyMap<string, number>;
+  // How long each taken delivery is leased (its next attempt is due then, should this one never
+  // report).
+  leaseMs: number;
+}
+
+// Writes the results of finished attempts and takes due deliveries, in one statement: the worker's
+// round trip per round. Each subscription's oldest due deliveries are read on its own through
+// its index (a LATERAL subquery per subscription, LIMIT its room), so one subscription's backlog
+// never fills the claim; the oldest of those are taken, each attempt counted and leased. A
+// DISABLED subscription is sent its test events only, read through the test events' index rather
+// than its backlog. The deliveries being written are not taken again by the same statement.
+export async function settleAndClaim(db: Executor, work: SettleAndClaim): Promise<ClaimedDelivery[]> {
+  const results = JSON.stringify(
+    work.results.map((r) => ({
       event_id: r.eventId,
       subscription_id: r.subscriptionId,
       attempts: r.attempts,
@@ -101,18 +91,65 @@ export async function recordAttempts(db: Executor, results: readonly AttemptResu
       duration_ms: r.durationMs,
     })),
   );
-  await db.execute(sql`
-    UPDATE webhook_deliveries d
-    SET state = r.state,
-        next_attempt_at = CASE WHEN r.state = 'PENDING' THEN now() + r.retry_in_ms * interval '1 millisecond' END,
-        lease_until = NULL,
-        last_attempt_at = r.attempted_at,
-        last_status = r.status,
-        last_error = r.error,
-        last_duration_ms = r.duration_ms
-    FROM jsonb_to_recordset(${json}::jsonb) AS r(event_id text, subscription_id text, attempts int, state text,
-      retry_in_ms bigint, attempted_at timestamptz, status int, error text, duration_ms int)
-    WHERE d.event_id = r.event_id AND d.subscription_id = r.subscription_id AND d.attempts = r.attempts AND d.state = 'PENDING'`);
+  const held = JSON.stringify(Object.fromEntries(work.held));
+  const rows = await rowsOf<Omit<ClaimedDelivery, 'createdAt'> & { createdAt: string | Date }>(
+    db,
+    sql`
+      WITH finished AS (
+        SELECT * FROM jsonb_to_recordset(${results}::jsonb) AS r(event_id text, subscription_id text, attempts int, state text,
+          retry_in_ms bigint, attempted_at timestamptz, status int, error text, duration_ms int)
+      ),
+      recorded AS (
+        UPDATE webhook_deliveries d
+        SET state = r.state,
+            next_attempt_at = CASE WHEN r.state = 'PENDING' THEN now() + r.retry_in_ms * interval '1 millisecond' END,
+            lease_until = NULL,
+            last_attempt_at = r.attempted_at,
+            last_status = r.status,
+            last_error = r.error,
+            last_duration_ms = r.duration_ms
+        FROM finished r
+        WHERE d.event_id = r.event_id AND d.subscription_id = r.subscription_id AND d.attempts = r.attempts AND d.state = 'PENDING'
+        RETURNING 1
+      ),
+      room AS (
+        SELECT s.id, s.status, LEAST(${work.perSubscription} - coalesce(h.n, 0), ${work.limit}) AS room
+        FROM webhook_subscriptions s
+        LEFT JOIN (SELECT key, value::int AS n FROM jsonb_each_text(${held}::jsonb)) h ON h.key = s.id
+        WHERE ${work.limit} > 0 AND coalesce(h.n, 0) < ${work.perSubscription}
+      ),
+      due AS (
+        SELECT x.event_id, x.subscription_id FROM room CROSS JOIN LATERAL (
+          SELECT * FROM (
+            SELECT d.event_id, d.subscription_id, d.next_attempt_at FROM webhook_deliveries d
+            WHERE room.status = 'ENABLED' AND d.subscription_id = room.id AND d.state = 'PENDING' AND d.next_attempt_at <= now()
+              AND NOT EXISTS (SELECT 1 FROM finished f WHERE f.event_id = d.event_id AND f.subscription_id = d.subscription_id)
+            ORDER BY d.next_attempt_at LIMIT room.room
+            FOR UPDATE OF d SKIP LOCKED
+          ) enabled
+          UNION ALL
+          SELECT * FROM (
+            SELECT d.event_id, d.subscription_id, d.next_attempt_at FROM events e
+            JOIN webhook_deliveries d ON d.event_id = e.id AND d.subscription_id = room.id
+            WHERE room.status <> 'ENABLED' AND e.type = 'webhook.test' AND d.state = 'PENDING' AND d.next_attempt_at <= now()
+              AND NOT EXISTS (SELECT 1 FROM finished f WHERE f.event_id = d.event_id AND f.subscription_id = d.subscription_id)
+            ORDER BY d.next_attempt_at LIMIT room.room
+            FOR UPDATE OF d SKIP LOCKED
+          ) tests
+        ) x
+        ORDER BY x.next_attempt_at LIMIT ${work.limit}
+      )
+      UPDATE webhook_deliveries d
+      SET attempts = d.attempts + 1,
+          lease_until = now() + ${work.leaseMs} * interval '1 millisecond',
+          next_attempt_at = now() + ${work.leaseMs} * interval '1 millisecond'
+      FROM due, events e, webhook_subscriptions s
+      WHERE d.event_id = due.event_id AND d.subscription_id = due.subscription_id
+        AND e.id = d.event_id AND s.id = d.subscription_id
+      RETURNING d.event_id AS "eventId", d.subscription_id AS "subscriptionId", d.attempts,
+        e.type, e.data, e.created_at AS "createdAt", s.url, s.secret`,
+  );
+  return rows.map((row) => ({ ...row, createdAt: new Date(row.createdAt) }));
 }
 
 export interface BacklogStats {

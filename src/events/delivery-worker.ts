@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
 import { ATTEMPT_LEASE_MS, RETRY_DELAYS_MS, isDelivered, retryDelayMs } from './delivery-schedule.js';
-import { claimDueDeliveries, fanOutEvents, recordAttempts, type AttemptResult, type ClaimedDelivery } from './delivery-repository.js';
+import { fanOutEvents, settleAndClaim, type AttemptResult, type ClaimedDelivery } from './delivery-repository.js';
 import { onNewEvents } from './new-event-signal.js';
 import { eventBody, signMessage } from './webhook-signing.js';
 import type { WebhookClient } from './webhook-client.js';
@@ -10,8 +10,9 @@ import type { WebhookClient } from './webhook-client.js';
 // The delivery worker of one replica (docs/events.md, "Delivery and retries"): it fans new outbox
 // events out to their subscriptions, claims due deliveries (row locks, so replicas never take the
 // same one; a lease, so one cut short by a crash is made again), sends each signed, and records
-// the outcome with the next attempt's time. Every replica runs one; on PGlite the one process's
-// worker is the only one, and its loop never runs two rounds at once.
+// the outcome with the next attempt's time. Each subscription has a share of the slots, so a
+// receiver that hangs holds its share and no more. Every replica runs one; on PGlite the one
+// process's worker is the only one, and its loop never runs two rounds at once.
 
 export type Outcome = 'succeeded' | 'retrying' | 'failed';
 
@@ -22,8 +23,9 @@ export interface DeliveryWorkerOptions {
   retryDelaysMs?: readonly number[] | undefined;
   // How often it looks for work when nothing woke it.
   pollIntervalMs?: number | undefined;
-  // Attempts in flight at once.
+  // Attempts in flight at once, and of those at most `perSubscription` to one subscription.
   concurrency?: number | undefined;
+  perSubscription?: number | undefined;
   onOutcome?: (outcome: Outcome) => void;
 }
 
@@ -34,6 +36,10 @@ export interface DeliveryWorker {
   stop(): Promise<void>;
 }
 
+export const CONCURRENCY = 256;
+// A quarter of the slots (docs/events.md, "A receiver that hangs"): three subscriptions whose
+// receivers hang leave the others a quarter of them.
+export const SUBSCRIPTION_SHARE = CONCURRENCY / 4;
 const FAN_OUT_BATCH = 500;
 const STOP_WAIT_MS = 2_000;
 // A signal may come before its transaction commits: look a moment later.
@@ -43,9 +49,16 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   const { db, client, log } = options;
   const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
   const pollMs = options.pollIntervalMs ?? 500;
-  const concurrency = options.concurrency ?? 64;
+  const concurrency = options.concurrency ?? CONCURRENCY;
+  const perSubscription = options.perSubscription ?? SUBSCRIPTION_SHARE;
   let running = false;
   let inFlight = 0;
+  // Attempts in flight by subscription id (none: not in the map).
+  const held = new Map<string, number>();
+  // When the fan-out last ran, and whether it should run in the next round whatever the time
+  // (new events of this replica, or a full batch that left more).
+  let fannedOutAt = -Infinity;
+  let fanOutNow = true;
   const sends = new Set<Promise<void>>();
   let finished: AttemptResult[] = [];
   let wake: (() => void) | null = null;
@@ -68,6 +81,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
 
   function attempt(delivery: ClaimedDelivery): void {
     inFlight++;
+    held.set(delivery.subscriptionId, (held.get(delivery.subscriptionId) ?? 0) + 1);
     const attemptedAt = new Date();
     const message = signMessage(delivery.secret, delivery.eventId, eventBody(delivery), attemptedAt);
     const sent = client
@@ -95,34 +109,45 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       })
       .finally(() => {
         inFlight--;
+        const left = held.get(delivery.subscriptionId)! - 1;
+        if (left === 0) held.delete(delivery.subscriptionId);
+        else held.set(delivery.subscriptionId, left);
         sends.delete(sent);
         wakeUp();
       });
     sends.add(sent);
   }
 
-  async function flush(): Promise<void> {
-    if (finished.length === 0) return;
-    const batch = finished;
+  // Writes what finished and, with `claim`, takes what the free slots and the subscriptions'
+  // shares allow, in one statement.
+  async function settle(claim: boolean): Promise<ClaimedDelivery[]> {
+    const free = claim ? concurrency - inFlight : 0;
+    if (finished.length === 0 && free <= 0) return [];
+    const results = finished;
     finished = [];
     try {
-      await recordAttempts(db, batch);
+      return await settleAndClaim(db, { results, limit: Math.max(0, free), perSubscription, held, leaseMs: ATTEMPT_LEASE_MS });
     } catch (error) {
       // Unrecorded attempts are made again when their lease ends: at least once, never lost.
-      log.warn({ err: loggableError(error), results: batch.length }, 'webhook attempts could not be recorded; they will be made again');
+      if (results.length > 0) log.warn({ err: loggableError(error), results: results.length }, 'webhook attempts could not be recorded; they will be made again');
+      throw error;
     }
   }
 
-  // One round: record what finished, fan out new events, claim what the free slots can take.
-  // True when there may be more to do at once.
+  // One round: fan out new events (when some may wait: this replica appended some, the last batch
+  // was full, or a poll interval has passed), then record what finished and claim. True when
+  // there may be more to do at once.
   async function round(): Promise<boolean> {
-    await flush();
-    const fanned = await fanOutEvents(db, FAN_OUT_BATCH);
+    if (fanOutNow || performance.now() - fannedOutAt >= pollMs) {
+      fanOutNow = false;
+      fannedOutAt = performance.now();
+      const fanned = await fanOutEvents(db, FAN_OUT_BATCH);
+      if (fanned.events === FAN_OUT_BATCH) fanOutNow = true;
+    }
     const free = concurrency - inFlight;
-    if (free <= 0) return fanned.events === FAN_OUT_BATCH;
-    const claimed = await claimDueDeliveries(db, free, ATTEMPT_LEASE_MS);
+    const claimed = await settle(true);
     for (const delivery of claimed) attempt(delivery);
-    return fanned.events === FAN_OUT_BATCH || claimed.length === free;
+    return fanOutNow || (free > 0 && claimed.length === free);
   }
 
   async function run(): Promise<void> {
@@ -154,7 +179,10 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     start() {
       if (running) return;
       running = true;
-      unsubscribe = onNewEvents(() => wakeIn(SIGNAL_DELAY_MS));
+      unsubscribe = onNewEvents(() => {
+        fanOutNow = true;
+        wakeIn(SIGNAL_DELAY_MS);
+      });
       loop = run();
     },
     async stop() {
@@ -169,7 +197,8 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
         await Promise.race([Promise.allSettled([...sends]), new Promise((resolve) => (timer = setTimeout(resolve, STOP_WAIT_MS)))]);
         clearTimeout(timer);
       }
-      await flush();
+      // A failure is logged by settle.
+      await settle(false).catch(() => undefined);
     },
   };
 }

@@ -36,6 +36,9 @@ export const events = pgTable(
     check('events_type_enum', isOneOf(t.type, EVENT_TYPES)),
     // The fan-out's queue: only the undispatched rows, oldest first.
     index('events_undispatched_idx').on(t.createdAt).where(sql`${t.dispatchedAt} IS NULL`),
+    // The test events, the only ones a DISABLED subscription is sent: its claim reads these, not
+    // its backlog (delivery-repository.ts).
+    index('events_test_idx').on(t.id).where(sql`${t.type} = 'webhook.test'`),
   ],
 );
 
@@ -86,8 +89,9 @@ export const webhookDeliveries = pgTable(
     check('webhook_deliveries_due_when_pending', sql`(${t.state} = 'PENDING') = (${t.nextAttemptAt} IS NOT NULL)`),
     foreignKey({ columns: [t.eventId], foreignColumns: [events.id], name: 'webhook_deliveries_event_fk' }).onDelete('cascade'),
     foreignKey({ columns: [t.subscriptionId], foreignColumns: [webhookSubscriptions.id], name: 'webhook_deliveries_subscription_fk' }).onDelete('cascade'),
-    // The worker's queue: the pending deliveries by due time.
-    index('webhook_deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.state} = 'PENDING'`),
+    // The worker's queue: each subscription's pending deliveries by due time, so a claim takes the
+    // oldest few of every subscription (delivery-repository.ts).
+    index('webhook_deliveries_subscription_due_idx').on(t.subscriptionId, t.nextAttemptAt).where(sql`${t.state} = 'PENDING'`),
     // A subscription's latest attempts.
     index('webhook_deliveries_subscription_idx').on(t.subscriptionId, t.lastAttemptAt),
   ],

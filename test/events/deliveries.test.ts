@@ -1,6 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { rowsOf } from '../../src/db/database.js';
+import { SUBSCRIPTION_SHARE } from '../../src/events/delivery-worker.js';
+import { appendEvents } from '../../src/events/events-service.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { uniqueNetwork } from '../helpers/asset-factory.js';
 import { collectUrl, listPayments, recordPayment, uniqueId } from '../helpers/payments-factory.js';
@@ -150,6 +152,50 @@ describe('webhook deliveries', () => {
     await recordPayment(t, { network, session: uniqueId('ses') });
     const [delivery] = await eventually(() => deliveriesOf(subscription.id), (d) => (d[0]?.attempts ?? 0) >= 1 && d[0]?.lastError !== null);
     expect(delivery).toMatchObject({ lastStatus: null, lastError: expect.any(String) });
+  });
+
+  it('a receiver that hangs holds its subscription’s share of the slots and no more: another subscription’s backlog is delivered while its attempts hang, and its own deliveries are made once it answers', async () => {
+    const hung = uniqueNetwork();
+    const other = uniqueNetwork();
+    const otherReceiver = await startReceiver();
+    // A backlog appended at once, as a burst of changes leaves it in the outbox.
+    const append = (network: string, count: number) =>
+      t.database.db.transaction((tx) =>
+        appendEvents(
+          tx,
+          Array.from({ length: count }, (_, i) => ({ type: 'asset.password.ignored' as const, network, data: { assetId: `CP-${i}`, network, rotationId: `apc_${i}`, at: new Date().toISOString() } })),
+        ),
+      );
+    try {
+      const a = await subscribe(hung, ['asset.password.ignored']);
+      const b = await subscribe(other, ['asset.password.ignored'], otherReceiver.url);
+      receiver.hang(true);
+      // More due deliveries than its share: it takes its share, and they hang.
+      const backlogA = SUBSCRIPTION_SHARE + 16;
+      await append(hung, backlogA);
+      await receiver.waitFor(SUBSCRIPTION_SHARE);
+      const backlogB = 20;
+      await append(other, backlogB);
+      const deliveredB = await otherReceiver.waitFor(backlogB);
+      expect(deliveredB.map((w) => verified(b.secret, w).type)).toEqual(Array(backlogB).fill('asset.password.ignored'));
+      // B's backlog went through while every attempt A was given still hangs: none of them has
+      // ended, none beyond its share was started.
+      expect(receiver.hanging()).toBe(SUBSCRIPTION_SHARE);
+      expect(receiver.received).toHaveLength(SUBSCRIPTION_SHARE);
+      const waitingA = await deliveriesOf(a.id);
+      expect(waitingA.filter((d) => d.attempts === 1)).toHaveLength(SUBSCRIPTION_SHARE);
+      expect(waitingA.every((d) => d.state === 'PENDING' && d.lastStatus === null && d.lastError === null)).toBe(true);
+
+      // Once it answers, A gets its whole backlog.
+      receiver.hang(false);
+      const deliveriesA = await eventually(() => deliveriesOf(a.id), (d) => d.length === backlogA && d.every((x) => x.state === 'SUCCEEDED'));
+      expect(deliveriesA.map((d) => d.state)).toEqual(Array(backlogA).fill('SUCCEEDED'));
+      for (const webhook of receiver.received) verified(a.secret, webhook);
+      expect(new Set(receiver.received.map((w) => w.headers['webhook-id'])).size).toBe(backlogA);
+    } finally {
+      receiver.hang(false);
+      await otherReceiver.close();
+    }
   });
 
   it('makes an attempt cut short by a crash again once its lease ends, with the same webhook-id', async () => {

@@ -1,4 +1,4 @@
-import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 
@@ -12,6 +12,10 @@ export interface WebhookReceiver {
   received: ReceivedWebhook[];
   // The status the next requests are answered with (default 204).
   answerWith(status: number): void;
+  // While on, requests get no answer: a receiver that hangs. Turning it off answers the held ones.
+  hang(on: boolean): void;
+  // Requests waiting for an answer now.
+  hanging(): number;
   // Resolves once `count` requests arrived in all (a guard of `timeoutMs` keeps a broken test from hanging).
   waitFor(count: number, timeoutMs?: number): Promise<ReceivedWebhook[]>;
   close(): Promise<void>;
@@ -21,14 +25,22 @@ export interface WebhookReceiver {
 export async function startReceiver(): Promise<WebhookReceiver> {
   const received: ReceivedWebhook[] = [];
   let status = 204;
+  let hangs = false;
+  const held = new Set<ServerResponse>();
   const waiters: { count: number; resolve: () => void }[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-      res.statusCode = status;
-      res.end();
+      if (hangs) {
+        held.add(res);
+        // Answered, or the client gave up (its time limit).
+        res.on('close', () => held.delete(res));
+      } else {
+        res.statusCode = status;
+        res.end();
+      }
       for (const waiter of waiters.filter((w) => received.length >= w.count)) waiter.resolve();
     });
   });
@@ -40,6 +52,11 @@ export async function startReceiver(): Promise<WebhookReceiver> {
     answerWith(next) {
       status = next;
     },
+    hang(on) {
+      hangs = on;
+      if (!on) for (const res of held) res.writeHead(status).end();
+    },
+    hanging: () => held.size,
     async waitFor(count, timeoutMs = 20_000) {
       if (received.length < count) {
         await new Promise<void>((resolve, reject) => {
