@@ -6,23 +6,20 @@ import closeWithGrace from 'close-with-grace';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { AppConfig } from '../kernel/config.js';
 import { tlsTimeLimits } from '../http/time-limits.js';
-import { reusePortListen, type PortOptions } from './reuse-port.js';
 
 // Extra listening sockets on the port, each handing its connections to the one server. libuv
 // accepts one connection per listening socket per turn of the event loop (libuv#3696), and with
 // the API busy a turn takes milliseconds: a reconnect storm then waits in the kernel's queue at
-// about 200 stations a second. With SO_REUSEPORT on every socket (reuse-port.ts: Node's own option
-// from 22.12 and 23.1, an addon on Node 20) the kernel spreads new connections over all of them,
-// and each accepts one per turn. Where no socket can have the option (a host name rather than an
-// address, a platform without the addon) the first extra socket fails to bind, and the port keeps
-// its one socket.
+// about 200 stations a second. With SO_REUSEPORT (Node 22.12+ and 23.1+ on Linux, the Docker
+// image's Node 24) the kernel spreads new connections over all the sockets, and each accepts one
+// per turn. Where the option is not supported (Node 20) it is ignored, the first extra socket
+// fails to bind, and the port keeps its one socket.
 const EXTRA_ACCEPTORS = 7;
 
-async function listenOn(server: NetServer, options: PortOptions): Promise<void> {
-  const listenOptions = await reusePortListen(server, options);
+async function listenOn(server: NetServer, options: { host: string; port: number; backlog: number }): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(listenOptions, () => {
+    server.listen({ ...options, reusePort: true }, () => {
       server.off('error', reject);
       resolve();
     });
@@ -37,7 +34,7 @@ async function listenOn(server: NetServer, options: PortOptions): Promise<void> 
 // the database, while a request that came through this socket still runs.
 export async function listenAcceptor(
   target: NetServer,
-  options: PortOptions,
+  options: { host: string; port: number; backlog: number },
   onError: (error: Error) => void,
 ): Promise<NetServer> {
   const own = target as NetServer & { noDelay?: boolean; allowHalfOpen?: boolean; keepAlive?: boolean; keepAliveInitialDelay?: number };
@@ -170,8 +167,8 @@ export async function runServer(
   // port instead of failing: a socket that does not ask for it finds out whether anything holds
   // the port, and leaves it to this one.
   if (config.port !== 0) await assertPortFree(config.host, config.port);
-  // Fastify hands the options to server.listen: SO_REUSEPORT lets the acceptors share the port.
-  const address = await app.listen((await reusePortListen(app.server, { host: config.host, port: config.port, backlog: config.listenBacklog })) as FastifyListenOptions);
+  // Fastify hands the options to server.listen: reusePort lets the acceptors share the port.
+  const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog, reusePort: true } as FastifyListenOptions);
   app.server.on('error', onAcceptError);
   const extra = await addAcceptors(app.server, { host: config.host, backlog: config.listenBacklog }, onAcceptError);
   app.log.info({ sockets: extra + 1 }, 'listening sockets on the port');
