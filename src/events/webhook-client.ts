@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import { LRUCache } from 'lru-cache';
 import { Agent } from 'undici';
 import { guardedConnector, TargetRefusedError } from './guarded-connector.js';
 import { checkTargetUrlForm, type TargetUrlVerdict } from './target-addresses.js';
@@ -74,13 +75,12 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   });
 
   // The form's verdict of each URL, kept: the rules are pure, and parsing the URL and its host on
-  // every attempt cost half as much CPU as the request itself. Emptied when it holds more URLs
-  // than a replica's attempts in flight could use at once.
-  const forms = new Map<string, TargetUrlVerdict>();
+  // every attempt cost half as much CPU as the request itself. Bounded by the URLs a replica's
+  // attempts in flight could use at once.
+  const forms = new LRUCache<string, TargetUrlVerdict>({ max: MAX_KEPT_FORMS });
   const formOf = (url: string): TargetUrlVerdict => {
     let form = forms.get(url);
     if (!form) {
-      if (forms.size >= MAX_KEPT_FORMS) forms.clear();
       form = checkTargetUrlForm(url, options);
       forms.set(url, form);
     }

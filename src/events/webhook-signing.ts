@@ -1,4 +1,5 @@
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 
 // The Standard Webhooks message of one attempt (docs/events.md, "Format"): the body is the same
 // on every attempt of an event, the id is the event's, the timestamp the attempt's.
@@ -18,15 +19,13 @@ export function eventBody(event: { type: string; createdAt: Date; data: string }
 // every delivery with the reference library (`standardwebhooks`).
 const SECRET_PREFIX = 'whsec_';
 
-// The key of each secret, decoded once; a rotated secret gets its own. Emptied when it holds more
-// secrets than a replica's attempts in flight could use at once, so old ones do not pile up.
-const keys = new Map<string, KeyObject>();
-const MAX_KEYS = 1_000;
+// The key of each secret, decoded once; a rotated secret gets its own. Bounded by the secrets a
+// replica's attempts in flight could use at once, so old ones do not pile up.
+const keys = new LRUCache<string, KeyObject>({ max: 1_000 });
 
 function keyOf(secret: string): KeyObject {
   let key = keys.get(secret);
   if (!key) {
-    if (keys.size >= MAX_KEYS) keys.clear();
     key = createSecretKey(Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'));
     keys.set(secret, key);
   }
