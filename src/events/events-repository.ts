@@ -1,7 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
 import type { EventType } from './event-types.js';
-import { events } from './events-tables.js';
+import { eventIdTimeSql, events } from './events-tables.js';
 
 export interface OutboxRow {
   network: string | null;
@@ -32,7 +32,7 @@ export function isoTimeSql(timestamp: SQL): SQL {
 // read from the id (time-ordered, EVENT_ID_DEFAULT), so the primary key finds them. Rows another
 // replica's sweep holds are skipped.
 export async function deleteSettledEvents(db: Executor, retentionDays: number, limit: number): Promise<number> {
-  const cutoffId = sql`'evt_' || lpad(to_hex(floor(extract(epoch from now() - make_interval(days => ${retentionDays})) * 1000)::bigint), 12, '0')`;
+  const cutoffId = sql`'evt_' || ${eventIdTimeSql(sql`now() - make_interval(days => ${retentionDays})`)}`;
   const rows = await rowsOf<{ n: number }>(
     db,
     sql`WITH gone AS (

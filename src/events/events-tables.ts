@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import { check, foreignKey, index, integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { isOneOf } from '../db/checks.js';
 import { EVENT_TYPES } from './event-types.js';
@@ -14,7 +14,11 @@ export type DeliveryState = (typeof DELIVERY_STATES)[number];
 // `evt_` + 12 hex digits of the Unix time in milliseconds + 20 random hex digits: made by the
 // database, so a batched statement that appends events as a CTE (appendEventsSql, events-repository.ts) and appendEvents
 // spell identifiers the same way; time-ordered, so inserts stay at the B-tree's right edge.
-const EVENT_ID_DEFAULT = sql`('evt_' || lpad(to_hex(floor(extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || substr(replace(gen_random_uuid()::text, '-', ''), 1, 20))`;
+// The time part of an event id made at `at`: ids made before `at` sort below `'evt_' || this`.
+export function eventIdTimeSql(at: SQL): SQL {
+  return sql`lpad(to_hex(floor(extract(epoch from ${at}) * 1000)::bigint), 12, '0')`;
+}
+const EVENT_ID_DEFAULT = sql`('evt_' || ${eventIdTimeSql(sql`clock_timestamp()`)} || substr(replace(gen_random_uuid()::text, '-', ''), 1, 20))`;
 
 // The outbox (docs/events.md, "Delivery"): written in the transaction of the change it reports,
 // fanned out later by the delivery worker to the subscriptions it matches.
