@@ -67,15 +67,15 @@ export async function insertPayment(
     .insert(p)
     .values({ ...row, recordedAt: row.recordedAt ?? sql`now()` })
     .returning({ network: p.network, document: p.document });
-  const [inserted] = event ? await rowsOf<{ document: string }>(db, withEvent(insert, event, sql`document`)) : await insert;
+  const [inserted] = event ? await rowsOf<{ document: string }>(db, withEvent(insert, event)) : await insert;
   if (!inserted) throw new Error('insert into session_payments returned no row');
   return inserted.document as SessionPaymentJson;
 }
 
 // `written` (an INSERT or UPDATE returning network and document) with `event` appended about its
-// rows, selecting `columns` of them.
-function withEvent(written: SQLWrapper, event: PaymentEventSql, columns: SQL): SQL {
-  return sql`with written as (${written.getSQL()}), appended as (${event(sql`written`)}) select ${columns} from written`;
+// rows, answering their documents.
+function withEvent(written: SQLWrapper, event: PaymentEventSql): SQL {
+  return sql`with written as (${written.getSQL()}), appended as (${event(sql`written`)}) select document from written`;
 }
 
 export async function findPaymentJson(db: Executor, scope: NetworkScope, id: string): Promise<SessionPaymentJson | undefined> {
@@ -99,7 +99,7 @@ export async function collectPayment(
     .set({ status: 'COLLECTED', collectedAt: at, updatedAt: sql`now()` })
     .where(inNetwork(p.network, scope, sql`${p.id} = ${id} AND ${p.status} = 'PENDING' AND ${p.recordedAt} <= ${at}`))
     .returning({ network: p.network, document: p.document });
-  const [row] = await rowsOf<{ document: string }>(db, withEvent(update, event, sql`document`));
+  const [row] = await rowsOf<{ document: string }>(db, withEvent(update, event));
   return row?.document as SessionPaymentJson | undefined;
 }
 

@@ -9,6 +9,7 @@ import { coversNetwork, type NetworkScope } from '../kernel/network-scope.js';
 import { computeBilling, isFreeConsistent } from './billing.js';
 import * as payments from './payments-repository.js';
 import type { PaymentEventSql, SessionPaymentJson } from './payments-repository.js';
+import type { RecordPaymentInput } from './payments-schemas.js';
 
 // A payment's event (docs/events.md, "Event types"): its data is the stored document, the JSON
 // text the list answers, appended by the statement that wrote the payment.
@@ -17,7 +18,6 @@ function paymentEvent(type: 'payment.recorded' | 'payment.collected'): PaymentEv
 }
 const RECORDED = paymentEvent('payment.recorded');
 const COLLECTED = paymentEvent('payment.collected');
-import type { RecordPaymentInput } from './payments-schemas.js';
 
 // Every answer is JSON text as PostgreSQL rendered it when the row was written (one rendering per
 // payment); the routes pass it through.

@@ -35,7 +35,6 @@ export function ofCurrentEpochRows<T extends { assetId: string; epoch: number }>
 // The rows of replicas whose lease ran out: no longer connected, though they still name it.
 export const LAPSED_AT = sql`case when r.lease_expires_at <= now() then r.lease_expires_at end`;
 
-
 // Runs `change`, an UPDATE of the stations' connection rows returning asset_id, network, protocol
 // and at, with one event of `kind` appended for each row it changed, in the same statement.
 // Answers the ids of the rows changed.
