@@ -4,10 +4,12 @@ import { loggableError } from '../db/failures.js';
 import { deleteSettledEvents } from './events-repository.js';
 
 // The outbox keeps an event, with its deliveries, for `retentionDays` (docs/events.md, "Retention"),
-// then deletes it once none of its deliveries is pending: a sweep at start and every
-// `intervalMs`, in batches of `batch`, the next batch at once while one comes back full, so the
-// deletion keeps up with any rate of events without one long statement. Every replica sweeps;
-// a row another replica is deleting is skipped, not waited for.
+// then deletes it once none of its deliveries is pending: a sweep every `intervalMs`, the first
+// at a random point of the first interval (not at start-up, where it would compete with
+// everything else, and so that replicas started together do not sweep together), in batches of
+// `batch`, the next batch at once while one comes back full, so the deletion keeps up with any
+// rate of events without one long statement. Every replica sweeps; a row another replica is
+// deleting is skipped, not waited for.
 export interface OutboxRetentionOptions {
   db: Db;
   log: FastifyBaseLogger;
@@ -38,10 +40,14 @@ export function startOutboxRetention(options: OutboxRetentionOptions): { stop():
       // Nothing is lost by a sweep that fails: the next one deletes what this one did not.
       log.warn({ err: loggableError(error) }, 'outbox retention sweep failed; the next one tries again');
     }
-    if (!stopped) timer = setTimeout(() => (running = sweep()), intervalMs).unref();
+    if (!stopped) sweepIn(intervalMs);
   }
 
-  running = sweep();
+  function sweepIn(ms: number): void {
+    timer = setTimeout(() => (running = sweep()), ms).unref();
+  }
+
+  sweepIn(Math.random() * intervalMs);
   return {
     async stop() {
       stopped = true;
