@@ -22,6 +22,16 @@ async function scrape(t: TestApp): Promise<string> {
   return res.body;
 }
 
+// Scrapes until `seen` holds of one (at most 100, 10 ms apart), and answers the last scrape.
+async function scrapeUntil(t: TestApp, seen: (text: string) => boolean): Promise<string> {
+  let text = await scrape(t);
+  for (let i = 0; i < 100 && !seen(text); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    text = await scrape(t);
+  }
+  return text;
+}
+
 const errors = (body: string, c: string) => metric(body, 'database_errors_total', `{class="${c}"}`);
 
 describe('the request log line', () => {
@@ -190,29 +200,24 @@ onServer?.('/metrics on PostgreSQL', () => {
       },
     });
     try {
-      const idle = await scrape(t);
+      // The delivery worker's polls and the scrape's own backlog query take the one connection
+      // for moments of their own: look until a scrape sees it free (a guard of 100 scrapes, not a
+      // speed check).
+      const quiet = (text: string) => metric(text, 'database_pool_waiting_requests') === 0 && metric(text, 'database_pool_idle_connections') === metric(text, 'database_pool_connections');
+      const idle = await scrapeUntil(t, quiet);
       expect(metric(idle, 'database_pool_waiting_requests')).toBe(0);
       expect(metric(idle, 'database_pool_connections')).toBeLessThanOrEqual(1);
 
       // one connection, held by the first sleeper: the second waits for it
       const sleepers = [t.app.inject({ url: '/payments/v1/_slow?s=0.8' }), t.app.inject({ url: '/payments/v1/_slow?s=0.1' })];
-      let busy = await scrape(t);
-      for (let i = 0; i < 100 && metric(busy, 'database_pool_waiting_requests') !== 1; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-        busy = await scrape(t);
-      }
+      const busy = await scrapeUntil(t, (text) => metric(text, 'database_pool_waiting_requests') === 1);
       expect(metric(busy, 'database_pool_waiting_requests')).toBe(1);
       expect(metric(busy, 'database_pool_connections')).toBe(1);
       expect(metric(busy, 'database_pool_idle_connections')).toBe(0);
       expect((await Promise.all(sleepers)).map((r) => r.statusCode)).toEqual([200, 200]);
 
-      // The connection goes back to idle; the delivery worker's polls and the scrape's own backlog
-      // query take it for moments of their own, so look until one scrape sees it idle.
-      let after = await scrape(t);
-      for (let i = 0; i < 100 && metric(after, 'database_pool_idle_connections') !== metric(after, 'database_pool_connections'); i++) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-        after = await scrape(t);
-      }
+      // The connection goes back to idle.
+      const after = await scrapeUntil(t, quiet);
       expect(metric(after, 'database_pool_waiting_requests')).toBe(0);
       expect(metric(after, 'database_pool_idle_connections')).toBe(metric(after, 'database_pool_connections'));
 
