@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import { rowsOf, type Executor } from '../db/database.js';
 
 // The delivery worker's statements (docs/events.md, "Delivery and retries"). Each is one
@@ -77,7 +77,19 @@ export interface SettleAndClaim {
 // never fills the claim; the oldest of those are taken, each attempt counted and leased. A
 // DISABLED subscription is sent its test events only, read through the test events' index rather
 // than its backlog. The deliveries being written are not taken again by the same statement.
+//
+// A result finds its row by the primary key only. Its "still PENDING" test is spelled
+// `next_attempt_at IS NOT NULL` (the same thing, by the table's check constraint) rather than
+// `state = 'PENDING'`: with the latter the planner may read the row through the partial index of
+// due deliveries instead, by subscription alone, and with statistics taken while the table was
+// small it did, walking the whole backlog for each result (docs/events.md, "Delivery and retries").
 export async function settleAndClaim(db: Executor, work: SettleAndClaim): Promise<ClaimedDelivery[]> {
+  const rows = await rowsOf<Omit<ClaimedDelivery, 'createdAt'> & { createdAt: string | Date }>(db, settleAndClaimStatement(work));
+  return rows.map((row) => ({ ...row, createdAt: new Date(row.createdAt) }));
+}
+
+// The statement itself, apart for the test that reads its plan.
+export function settleAndClaimStatement(work: SettleAndClaim): SQL {
   const results = JSON.stringify(
     work.results.map((r) => ({
       event_id: r.eventId,
@@ -92,9 +104,7 @@ export async function settleAndClaim(db: Executor, work: SettleAndClaim): Promis
     })),
   );
   const held = JSON.stringify(Object.fromEntries(work.held));
-  const rows = await rowsOf<Omit<ClaimedDelivery, 'createdAt'> & { createdAt: string | Date }>(
-    db,
-    sql`
+  return sql`
       WITH finished AS (
         SELECT * FROM jsonb_to_recordset(${results}::jsonb) AS r(event_id text, subscription_id text, attempts int, state text,
           retry_in_ms bigint, attempted_at timestamptz, status int, error text, duration_ms int)
@@ -109,7 +119,8 @@ export async function settleAndClaim(db: Executor, work: SettleAndClaim): Promis
             last_error = r.error,
             last_duration_ms = r.duration_ms
         FROM finished r
-        WHERE d.event_id = r.event_id AND d.subscription_id = r.subscription_id AND d.attempts = r.attempts AND d.state = 'PENDING'
+        WHERE d.event_id = r.event_id AND d.subscription_id = r.subscription_id AND d.attempts = r.attempts
+          AND d.next_attempt_at IS NOT NULL
         RETURNING 1
       ),
       room AS (
@@ -147,9 +158,7 @@ export async function settleAndClaim(db: Executor, work: SettleAndClaim): Promis
       WHERE d.event_id = due.event_id AND d.subscription_id = due.subscription_id
         AND e.id = d.event_id AND s.id = d.subscription_id
       RETURNING d.event_id AS "eventId", d.subscription_id AS "subscriptionId", d.attempts,
-        e.type, e.data, e.created_at AS "createdAt", s.url, s.secret`,
-  );
-  return rows.map((row) => ({ ...row, createdAt: new Date(row.createdAt) }));
+        e.type, e.data, e.created_at AS "createdAt", s.url, s.secret`;
 }
 
 export interface BacklogStats {
