@@ -5,6 +5,7 @@ import { rowsOf, type Database } from '../../src/db/database.js';
 import { settleAndClaim, settleAndClaimStatement, type AttemptResult, type SettleAndClaim } from '../../src/events/delivery-repository.js';
 import { uniqueNetwork } from '../helpers/asset-factory.js';
 import { createTestDatabase } from '../helpers/test-database.js';
+import { insertSubscription } from '../helpers/webhook-factory.js';
 
 // A backlog costs a delivery round the rows it touches, not its size (docs/events.md, "Delivery
 // and retries"): the statement that writes finished attempts and claims new ones finds each
@@ -21,12 +22,7 @@ beforeAll(async () => {
 });
 afterAll(() => database.close());
 
-async function subscription(network: string): Promise<string> {
-  const id = `whk_${randomBytes(8).toString('hex').toUpperCase()}`;
-  await database.db.execute(sql`INSERT INTO webhook_subscriptions (id, network, url, events, secret)
-    VALUES (${id}, ${network}, 'https://hooks.example.com/a', ARRAY['payment.recorded'], 'whsec_x')`);
-  return id;
-}
+const subscription = (network: string) => insertSubscription(database.db, network);
 
 // `count` fanned-out events of `network`, each with a delivery to `subscriptionId` in `state`.
 async function deliveries(network: string, subscriptionId: string, count: number, state: 'PENDING' | 'SUCCEEDED'): Promise<void> {

@@ -8,6 +8,7 @@ import { deleteSettledEvents } from '../../src/events/events-repository.js';
 import { startOutboxRetention } from '../../src/events/outbox-retention.js';
 import { uniqueNetwork } from '../helpers/asset-factory.js';
 import { createTestDatabase } from '../helpers/test-database.js';
+import { insertSubscription } from '../helpers/webhook-factory.js';
 
 // The outbox's retention (docs/events.md, "Retention"): events older than the retention whose
 // deliveries are all settled go, with their deliveries; anything pending, not yet fanned out or
@@ -27,12 +28,7 @@ function eventIdOf(daysAgo: number): string {
   return `evt_${Math.floor(Date.now() - daysAgo * DAY_MS).toString(16).padStart(12, '0')}${randomBytes(10).toString('hex')}`;
 }
 
-async function subscription(network: string): Promise<string> {
-  const id = `whk_${randomBytes(8).toString('hex').toUpperCase()}`;
-  await database.db.execute(sql`INSERT INTO webhook_subscriptions (id, network, url, events, secret)
-    VALUES (${id}, ${network}, 'https://hooks.example.com/a', ARRAY['payment.recorded'], 'whsec_x')`);
-  return id;
-}
+const subscription = (network: string) => insertSubscription(database.db, network);
 
 // An event of `daysAgo` days, fanned out unless `dispatched` is false, with one delivery per
 // state given.
