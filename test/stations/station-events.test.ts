@@ -252,6 +252,9 @@ describe('a replica whose lease runs out (killed with kill -9)', () => {
     const client = station(s);
     await client.connect();
     const me = t.app.stations.replicaId;
+    // The claim is written in a batch after the login: the lease ends once it is, so the lease's
+    // end comes after the claim's time, as it does when a real lease runs out.
+    await vi.waitFor(async () => expect(await typesOf(s.id)).toEqual(['station.connected']), { timeout: 10_000 });
     await t.database.db.execute(sql`update station_replicas set lease_expires_at = now() - interval '1 millisecond' where id = ${me}`);
     await vi.waitFor(async () => expect(await typesOf(s.id)).toEqual(['station.connected', 'station.disconnected', 'station.connected']), { timeout: 10_000 });
     expect(await readConnected(s.id)).toBe(true);
