@@ -30,7 +30,9 @@ export function isoTimeSql(timestamp: SQL): SQL {
 // Deletes up to `limit` events older than `retentionDays` that were fanned out and have no
 // delivery pending (their deliveries go with them), oldest first; answers how many. The age is
 // read from the id (time-ordered, EVENT_ID_DEFAULT), so the primary key finds them. Rows another
-// replica's sweep holds are skipped.
+// replica's sweep holds are skipped. "A delivery pending" is a due time being set, as in the
+// delivery worker's writes: the lookup goes by the event's key, never through the due
+// deliveries' partial index (docs/events.md, "Delivery and retries").
 export async function deleteSettledEvents(db: Executor, retentionDays: number, limit: number): Promise<number> {
   const cutoffId = sql`'evt_' || ${eventIdTimeSql(sql`now() - make_interval(days => ${retentionDays})`)}`;
   const rows = await rowsOf<{ n: number }>(
@@ -39,7 +41,7 @@ export async function deleteSettledEvents(db: Executor, retentionDays: number, l
       DELETE FROM events WHERE id IN (
         SELECT e.id FROM events e
         WHERE e.id < ${cutoffId} AND e.dispatched_at IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.state = 'PENDING')
+          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.next_attempt_at IS NOT NULL)
         ORDER BY e.id LIMIT ${limit}
         FOR UPDATE SKIP LOCKED)
       RETURNING 1)
