@@ -12,6 +12,7 @@ import { paymentBody } from '../helpers/payments-factory.js';
 import { bootstrapToken, killProcess, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { verified } from '../helpers/webhook-receiver.js';
+import { eventually } from '../helpers/eventually.js';
 
 type Service = Awaited<ReturnType<typeof startService>>;
 
@@ -129,14 +130,11 @@ describe('webhooks delivered by several service processes on one database (Postg
       { timeout: 60_000, interval: 200 },
     );
     // A receiver has an attempt before its replica records the answer: wait for the records too.
-    let attempts = await attemptsOf(database.url);
-    await vi.waitFor(
-      async () => {
-        attempts = await attemptsOf(database.url);
-        expect([...attempts.values()].filter((a) => a.state !== 'SUCCEEDED')).toEqual([]);
-      },
-      { timeout: 30_000, interval: 200 },
-    );
+    const attempts = await eventually(async () => {
+      const recorded = await attemptsOf(database.url);
+      expect([...recorded.values()].filter((a) => a.state !== 'SUCCEEDED')).toEqual([]);
+      return recorded;
+    }, 200);
 
     for (const [name, subscription] of Object.entries(subscriptions)) {
       const mine = receiver.deliveries.filter((d) => d.subscription === name);

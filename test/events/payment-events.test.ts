@@ -17,7 +17,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 async function eventsOf(network: string): Promise<{ type: string; data: string }[]> {
-  return rowsOf(t.database.db, sql`SELECT type, data FROM events WHERE network = ${network} ORDER BY id`);
+  return rowsOf(t.database.db, sql`SELECT type, data FROM events WHERE network = ${network} ORDER BY created_at, id`);
 }
 
 const collect = (id: string, network: string | null = null, payload?: Record<string, unknown>) =>

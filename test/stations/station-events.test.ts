@@ -13,6 +13,7 @@ import { siblingApp } from '../helpers/asset-factory.js';
 import { bootstrapToken, startService } from '../helpers/service-process.js';
 import { createServerDatabase } from '../helpers/test-database.js';
 import { provisionStation, stationClient, useStationApp, type ProvisionedStation, type StationClient } from '../helpers/station-factory.js';
+import { eventually } from '../helpers/eventually.js';
 
 // A lease of 3 s, renewed (and lapsed replicas swept) every second.
 const t = useStationApp({ env: { OCPP_LEASE_SECONDS: '3', OCPP_PING_INTERVAL_SECONDS: '1' } });
@@ -254,7 +255,7 @@ describe('a replica whose lease runs out (killed with kill -9)', () => {
     const me = t.app.stations.replicaId;
     // The claim is written in a batch after the login: the lease ends once it is, so the lease's
     // end comes after the claim's time, as it does when a real lease runs out.
-    await vi.waitFor(async () => expect(await typesOf(s.id)).toEqual(['station.connected']), { timeout: 10_000 });
+    await eventually(async () => expect(await typesOf(s.id)).toEqual(['station.connected']));
     await t.database.db.execute(sql`update station_replicas set lease_expires_at = now() - interval '1 millisecond' where id = ${me}`);
     await vi.waitFor(async () => expect(await typesOf(s.id)).toEqual(['station.connected', 'station.disconnected', 'station.connected']), { timeout: 10_000 });
     expect(await readConnected(s.id)).toBe(true);

@@ -1,7 +1,8 @@
 // `cli station`: a station played from the command line against a running service.
 import { PassThrough, Readable } from 'node:stream';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runStationCommand, STATION_USAGE } from '../../../src/main/cli/station-command.js';
+import { eventually } from '../../helpers/eventually.js';
 import { provisionStation, useStationApp } from '../../helpers/station-factory.js';
 
 const t = useStationApp();
@@ -20,9 +21,7 @@ describe('cli station', () => {
       (l) => lines.push(l),
       { env: { STATION_PASSWORD: s.password } },
     );
-    // vi.waitFor gives up after 1 s by default: a login, a boot and a heartbeat on a loaded
-    // machine may take longer. A guard, not a speed check.
-    await vi.waitFor(() => expect(lines.some((l) => l.startsWith('-> Heartbeat'))).toBe(true), { timeout: 15_000 });
+    await eventually(() => expect(lines.some((l) => l.startsWith('-> Heartbeat'))).toBe(true));
     expect(lines[0]).toBe(`connected to ${t.endpoint}/${s.id} (ocpp${ocppVersion})`);
     expect(lines[1]).toMatch(/^-> BootNotification: \{"status":"Accepted","currentTime":".+","interval":300\}$/);
     expect(await readStation(s.id)).toMatchObject({ connected: true, vendor: 'cns', model: 'cli-station', firmwareVersion: '1.0.0' });
@@ -38,7 +37,7 @@ describe('cli station', () => {
     expect(lines.join('\n')).not.toContain(s.password);
 
     expect(await run).toBe(0);
-    await vi.waitFor(async () => expect((await readStation(s.id)).connected).toBe(false), { timeout: 15_000 });
+    await eventually(async () => expect((await readStation(s.id)).connected).toBe(false));
   });
 
   it('reads the password from standard input when STATION_PASSWORD is unset, a leading "-" included', async () => {
@@ -56,7 +55,7 @@ describe('cli station', () => {
     let shown = '';
     prompt.on('data', (chunk: Buffer) => (shown += chunk.toString()));
     const run = runStationCommand(['--url', t.endpoint, '--id', s.id, '--heartbeat', '1', '--heartbeats', '1'], () => undefined, { env: {}, stdin: terminal, prompt });
-    await vi.waitFor(() => expect(shown).toContain('station password: '), { timeout: 15_000 });
+    await eventually(() => expect(shown).toContain('station password: '));
     terminal.write(`${s.password}\r`);
     expect(await run).toBe(0);
     expect(shown).not.toContain(s.password);
