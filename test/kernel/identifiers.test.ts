@@ -80,6 +80,16 @@ describe('identifiers', () => {
     );
   });
 
+  it('splits any list, ASCII or not, into its entries trimmed and in NFC', () => {
+    const list = fc.array(fc.oneof(text, fc.string({ unit: 'binary-ascii' })), { maxLength: 5 }).map((parts) => parts.join(','));
+    fc.assert(
+      fc.property(list, (raw) => {
+        expect(splitList(raw)).toEqual(raw.split(',').map((entry) => entry.trim().normalize('NFC')));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
   it('a control or format character anywhere refuses the identifier', () => {
     fc.assert(
       fc.property(text, fc.constantFrom(...FORMAT_CHARACTERS, '\u0000', '\u0085', '\n'), text, rule, (before, c, after, r) => {
