@@ -13,10 +13,16 @@ import { createRevocationList, type RevocationList } from './revocation-list.js'
 import type { Scope } from './scopes.js';
 import { ensureSigningKey } from './signing-keys-service.js';
 import { createTokenService, type TokenService } from './token-service.js';
+import { createVerifiedTokens } from './verified-tokens.js';
 import './principal.js';
 
 // Asymmetric algorithms only: with HMAC allowed, a public key could be replayed as a shared secret.
 const ALGORITHMS = ['ES256', 'ES384', 'ES512', 'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'EdDSA'] as const;
+// 30 s of clock skew, in milliseconds as fast-jwt takes it.
+const CLOCK_TOLERANCE_MS = 30_000;
+// Verified tokens are remembered (by fast-jwt, and as principals) until they expire, at most this long.
+const TOKEN_CACHE_ENTRIES = 10_000;
+const TOKEN_CACHE_MS = 600_000;
 
 export interface AuthPluginOptions {
   auth: AppConfig['auth'];
@@ -79,14 +85,30 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
   }
   const createBootstrapClient = async () => (embedded ? database.withStartupLock((db) => createBootstrapClientIfNone(db)) : null);
 
+  const verifiedTokens = createVerifiedTokens({ maxEntries: TOKEN_CACHE_ENTRIES, maxAgeMs: TOKEN_CACHE_MS, clockToleranceMs: CLOCK_TOLERANCE_MS });
+  // A token this process verified before, with the keys it has now, skips the decode and the
+  // key lookup (verified-tokens.ts); any other goes through @fastify/jwt.
+  const principalOf = async (request: FastifyRequest): Promise<Principal> => {
+    const header = request.headers.authorization;
+    // Read before verifying: a reload during the verification makes the entry stale, never newer.
+    const keysVersion = keyResolver.version();
+    if (header !== undefined) {
+      const cached = verifiedTokens.get(header, keysVersion);
+      if (cached) return cached;
+    }
+    const { principal, claims } = await authenticate(request, auth);
+    if (header !== undefined && keysVersion !== null) verifiedTokens.set(header, keysVersion, claims, principal);
+    return principal;
+  };
+
   const verifications = new WeakMap<FastifyRequest, Promise<Principal>>();
   // Rejects with UnauthorizedError for a missing, invalid, expired or revoked token.
   const verify = (request: FastifyRequest): Promise<Principal> => {
     let verification = verifications.get(request);
     if (!verification) {
       verification = (async () => {
-        const principal = await authenticate(request, auth);
-        // After fast-jwt's cache of verified tokens, so a cached token of a revoked client is refused too.
+        const principal = await principalOf(request);
+        // After the caches of verified tokens, so a cached token of a revoked client is refused too.
         if (revocations && (await revocations.isRevoked(principal.clientId))) {
           request.log.info({ clientId: principal.clientId }, 'access token of a revoked client');
           throw new UnauthorizedError('Access token belongs to a revoked client');
@@ -117,12 +139,11 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
       algorithms: [...ALGORITHMS],
       allowedIss: auth.issuer,
       allowedAud: auth.audience,
-      // fast-jwt takes milliseconds: 30 s of clock skew
-      clockTolerance: 30_000,
+      clockTolerance: CLOCK_TOLERANCE_MS,
       requiredClaims: ['exp'],
       // A repeated token skips the signature check until it expires or the TTL passes.
-      cache: 10_000,
-      cacheTTL: 600_000,
+      cache: TOKEN_CACHE_ENTRIES,
+      cacheTTL: TOKEN_CACHE_MS,
     },
   });
 
@@ -132,7 +153,7 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
   app.errorFamilies.register(OAUTH_ERROR_FAMILY);
 }
 
-async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): Promise<Principal> {
+async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): Promise<{ principal: Principal; claims: Record<string, unknown> }> {
   const header = request.headers.authorization;
   if (!header) throw new UnauthorizedError('Access token is missing');
   // The scheme is case-insensitive (RFC 7235 §2.1); the token is RFC 6750's b64token.
@@ -151,7 +172,7 @@ async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): P
     if (error instanceof UnauthorizedError) throw error;
     throw new UnauthorizedError('Access token is invalid or expired');
   }
-  return toPrincipal(payload, auth);
+  return { principal: toPrincipal(payload, auth), claims: payload };
 }
 
 // Our key resolvers throw UnauthorizedError; fast-jwt throws FAST_JWT_* TokenErrors (malformed,

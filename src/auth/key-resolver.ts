@@ -11,6 +11,10 @@ export interface JwtHeader {
 
 export interface KeyResolver {
   resolve(header: JwtHeader): Promise<string>;
+  // Which load of the keys resolve() answers from: a number that changes with every load, or null
+  // when they are older than their TTL (the next resolve() reloads them). A verified token's
+  // cached principal holds only for the version it was verified with (verified-tokens.ts).
+  version(): number | null;
 }
 
 // Unknown key ids are the cheap attack: without a throttle every forged token would trigger a fetch.
@@ -53,6 +57,7 @@ export function createJwksKeyResolver(options: {
   // fast-jwt takes PEM; jose hands out the same key object until the set is refetched.
   const pems = new WeakMap<object, string>();
   let loadedAt = Number.NEGATIVE_INFINITY;
+  let loads = 0;
 
   async function refresh(): Promise<void> {
     throttle.note();
@@ -60,6 +65,7 @@ export function createJwksKeyResolver(options: {
       // Joins a fetch already in flight.
       await remote.reload();
       loadedAt = Date.now();
+      loads++;
     } catch {
       // Keep serving the keys we have; the throttle spaces the next attempt.
     }
@@ -76,6 +82,7 @@ export function createJwksKeyResolver(options: {
   }
 
   return {
+    version: () => (loadedAt !== Number.NEGATIVE_INFINITY && !remote.reloading && Date.now() - loadedAt <= ttlMs ? loads : null),
     async resolve(header) {
       const { kid, alg } = header;
       if (!kid || !alg) throw new UnauthorizedError('Access token header has no key id');
@@ -108,6 +115,7 @@ export function createDatabaseKeyResolver(options: {
 }): KeyResolver & { refresh(): Promise<void> } {
   let keys = new Map<string, string>();
   let loadedAt = Number.NEGATIVE_INFINITY;
+  let loads = 0;
   let inFlight: Promise<void> | null = null;
   const throttle = new RefetchThrottle(options.refetchIntervalSeconds * 1000);
 
@@ -120,6 +128,7 @@ export function createDatabaseKeyResolver(options: {
           rows.map((r) => [r.kid, createPublicKey({ key: r.publicJwk, format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString()]),
         );
         loadedAt = Date.now();
+        loads++;
       } finally {
         inFlight = null;
       }
@@ -129,6 +138,7 @@ export function createDatabaseKeyResolver(options: {
 
   return {
     refresh: load,
+    version: () => (inFlight === null && Date.now() - loadedAt <= options.cacheTtlSeconds * 1000 ? loads : null),
     async resolve(header) {
       const { kid } = header;
       if (!kid) throw new UnauthorizedError('Access token header has no key id');

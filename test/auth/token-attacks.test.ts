@@ -5,7 +5,9 @@ import { createSigner } from 'fast-jwt';
 import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { eq } from 'drizzle-orm';
 import { toPrincipal } from '../../src/auth/auth-plugin.js';
+import { signingKeys } from '../../src/auth/auth-tables.js';
 import { createDatabaseKeyResolver, createJwksKeyResolver, type KeyResolver } from '../../src/auth/key-resolver.js';
 import { UnauthorizedError } from '../../src/kernel/errors.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, expectPaymentsDatabaseUnavailable, type ProbeApp } from '../helpers/probe-app.js';
@@ -304,6 +306,52 @@ describe('claim names that Object.prototype also answers (AUTH_NETWORK_CLAIM=__p
 
   it('still makes an admin client an admin', async () => {
     expect(await principal(t.bearer({ scopes: ['write:chargingstationmodel'], admin: true }), ASSETS_PROBE)).toMatchObject({ isAdmin: true });
+  });
+});
+
+describe('a token whose signing key is withdrawn (the verified tokens\' cache)', () => {
+  let t: ProbeApp;
+  let kid: string;
+  // Keys live 1 s, and an unknown kid may make them reload at any time.
+  beforeAll(async () => {
+    t = await createProbeApp({ env: { AUTH_JWKS_CACHE_TTL_SECONDS: '1', AUTH_JWKS_REFETCH_INTERVAL_SECONDS: '0' } });
+    ({ kid } = await t.signingKey());
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+  const probe = (authorization: string) => t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization } });
+  const setRetired = (retiredAt: Date | null) => t.database.db.update(signingKeys).set({ retiredAt }).where(eq(signingKeys.kid, kid));
+  afterEach(async () => {
+    await setRetired(null);
+  });
+
+  it('is refused as soon as a reload for an unknown kid reads the keys without it', async () => {
+    const token = t.bearer({ scopes: ['read:sessionpayment'] });
+    expect((await probe(token)).statusCode).toBe(200);
+    expect((await probe(token)).statusCode).toBe(200);
+    await setRetired(new Date());
+    const unknownKid = createSigner({ key: freshEcKey().privatePem, algorithm: 'ES256', kid: randomUUID() })({ exp: now() + 60 });
+    expectBearer401(await probe(`Bearer ${unknownKid}`));
+    expectBearer401(await probe(token));
+  });
+
+  it('is refused once the keys outlive their TTL and are read again without it', async () => {
+    const token = t.bearer({ scopes: ['read:sessionpayment'] });
+    expect((await probe(token)).statusCode).toBe(200);
+    await setRetired(new Date());
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expectBearer401(await probe(token));
+  });
+
+  it('is accepted again when its key comes back, and a token of a kept key never stops working', async () => {
+    const token = t.bearer({ scopes: ['read:sessionpayment'] });
+    await setRetired(new Date());
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expectBearer401(await probe(token));
+    await setRetired(null);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    for (let i = 0; i < 3; i++) expect((await probe(token)).statusCode).toBe(200);
   });
 });
 
