@@ -38,14 +38,14 @@ export function canonicalText(s: string): string {
   return s.normalize('NFC');
 }
 
-const ASCII = /^[\x00-\x7f]*$/;
+const NON_ASCII = /[\u0080-\uffff]/;
 
 // Entries of a comma-separated list parameter as they are looked up: trimmed and canonical, so a
 // client spelling a recorded ID in another normalisation form still finds it.
 export function splitList(raw: string): string[] {
   const entries = raw.split(LIST_SEPARATOR);
   // ASCII text is in NFC already: one scan of the parameter instead of a normalisation per entry.
-  if (ASCII.test(raw)) return entries.map((entry) => entry.trim());
+  if (!NON_ASCII.test(raw)) return entries.map((entry) => entry.trim());
   return entries.map((entry) => canonicalText(entry.trim()));
 }
 
