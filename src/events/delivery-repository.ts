@@ -6,29 +6,78 @@ import { rowsOf, type Executor } from '../db/database.js';
 // taking rows no other is taking.
 
 // Fans a batch of undispatched events out to the ENABLED subscriptions whose events list their
-// type and whose network is theirs (or null): one PENDING delivery each, due now.
-export async function fanOutEvents(db: Executor, limit: number): Promise<{ events: number; deliveries: number }> {
-  const [row] = await rowsOf<{ events: number; deliveries: number }>(
+// type and whose network is theirs (or null): one delivery each. Those that `take` has room for
+// (the free slots, each subscription's share less what this replica holds of it) are made already
+// taken: their first attempt counted and leased, and returned to be sent at once, so a fresh
+// delivery is written twice (made, then its outcome) rather than three times. The rest are made
+// PENDING and due now, for the claim of a later round, which takes the oldest due first.
+export async function fanOutEvents(db: Executor, limit: number, take: Omit<SettleAndClaim, 'results'>): Promise<{ events: number; deliveries: number; taken: ClaimedDelivery[] }> {
+  const held = JSON.stringify(Object.fromEntries(take.held));
+  const rows = await rowsOf<{ events: number; deliveries: number } & Partial<Omit<ClaimedDelivery, 'createdAt'> & { createdAt: string | Date }>>(
     db,
     sql`
       WITH batch AS (
-        SELECT id, network, type FROM events WHERE dispatched_at IS NULL
+        SELECT id, network, type, data, created_at FROM events WHERE dispatched_at IS NULL
         ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
       ),
-      made AS (
-        INSERT INTO webhook_deliveries (event_id, subscription_id, next_attempt_at)
-        SELECT batch.id, s.id, now() FROM batch
+      targets AS (
+        SELECT batch.id AS event_id, s.id AS subscription_id, batch.created_at,
+          row_number() OVER (PARTITION BY s.id ORDER BY batch.created_at, batch.id) AS nth
+        FROM batch
         JOIN webhook_subscriptions s
           ON s.status = 'ENABLED' AND batch.type = ANY (s.events) AND (s.network IS NULL OR s.network = batch.network)
+      ),
+      within_share AS (
+        SELECT t.event_id, t.subscription_id, t.created_at,
+          t.nth <= ${take.perSubscription} - coalesce(h.n, 0) AS fits
+        FROM targets t
+        LEFT JOIN (SELECT key, value::int AS n FROM jsonb_each_text(${held}::jsonb)) h ON h.key = t.subscription_id
+      ),
+      chosen AS (
+        SELECT w.event_id, w.subscription_id,
+          w.fits AND row_number() OVER (PARTITION BY w.fits ORDER BY w.created_at, w.event_id, w.subscription_id) <= ${take.limit} AS taken
+        FROM within_share w
+      ),
+      made AS (
+        INSERT INTO webhook_deliveries (event_id, subscription_id, attempts, next_attempt_at, lease_until)
+        SELECT event_id, subscription_id,
+          CASE WHEN taken THEN 1 ELSE 0 END,
+          CASE WHEN taken THEN now() + ${take.leaseMs} * interval '1 millisecond' ELSE now() END,
+          CASE WHEN taken THEN now() + ${take.leaseMs} * interval '1 millisecond' END
+        FROM chosen
         ON CONFLICT DO NOTHING
-        RETURNING 1
+        RETURNING event_id, subscription_id, attempts, lease_until IS NOT NULL AS taken
       ),
       marked AS (
         UPDATE events SET dispatched_at = now() FROM batch WHERE events.id = batch.id RETURNING 1
+      ),
+      counts AS (
+        SELECT (SELECT count(*) FROM marked)::int AS events, (SELECT count(*) FROM made)::int AS deliveries
       )
-      SELECT (SELECT count(*) FROM marked)::int AS events, (SELECT count(*) FROM made)::int AS deliveries`,
+      SELECT counts.events, counts.deliveries, t."eventId", t."subscriptionId", t.attempts, t.type, t.data, t."createdAt", t.url, t.secret
+      FROM counts LEFT JOIN (
+        SELECT m.event_id AS "eventId", m.subscription_id AS "subscriptionId", m.attempts,
+          b.type, b.data, b.created_at AS "createdAt", s.url, s.secret
+        FROM made m
+        JOIN batch b ON b.id = m.event_id
+        JOIN webhook_subscriptions s ON s.id = m.subscription_id
+        WHERE m.taken
+      ) t ON true`,
   );
-  return row ?? { events: 0, deliveries: 0 };
+  const first = rows[0];
+  const taken = rows
+    .filter((row) => row.eventId !== undefined && row.eventId !== null)
+    .map((row) => ({
+      eventId: row.eventId!,
+      subscriptionId: row.subscriptionId!,
+      attempts: row.attempts!,
+      type: row.type!,
+      data: row.data!,
+      createdAt: new Date(row.createdAt!),
+      url: row.url!,
+      secret: row.secret!,
+    }));
+  return { events: first?.events ?? 0, deliveries: first?.deliveries ?? 0, taken };
 }
 
 export interface ClaimedDelivery {

@@ -8,7 +8,7 @@ import { eventBody, signMessage } from './webhook-signing.js';
 import type { WebhookClient } from './webhook-client.js';
 
 // The delivery worker of one replica (docs/events.md, "Delivery and retries"): it fans new outbox
-// events out to their subscriptions, claims due deliveries (row locks, so replicas never take the
+// events out to their subscriptions (taking at once those it has room for), claims due deliveries (row locks, so replicas never take the
 // same one; a lease, so one cut short by a crash is made again), sends each signed, and records
 // the outcome with the next attempt's time. Each subscription has a share of the slots, so a
 // receiver that hangs holds its share and no more. Every replica runs one; on PGlite the one
@@ -134,19 +134,23 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     }
   }
 
-  // One round: fan out new events (when some may wait: this replica appended some, the last batch
-  // was full, or a poll interval has passed), then record what finished and claim. True when
-  // there may be more to do at once.
+  // One round: record what finished and claim what is due, oldest first; then fan out new events
+  // (when some may wait: this replica appended some, the last batch was full, or a poll interval
+  // has passed), taking at once the deliveries the slots left have room for. True when there may
+  // be more to do at once.
   async function round(): Promise<boolean> {
-    if (fanOutNow || performance.now() - fannedOutAt >= pollMs) {
-      fanOutNow = false;
-      fannedOutAt = performance.now();
-      const fanned = await fanOutEvents(db, FAN_OUT_BATCH);
-      if (fanned.events === FAN_OUT_BATCH) fanOutNow = true;
-    }
     const free = concurrency - inFlight;
     const claimed = await settle(true);
     for (const delivery of claimed) attempt(delivery);
+    if (fanOutNow || performance.now() - fannedOutAt >= pollMs) {
+      fanOutNow = false;
+      fannedOutAt = performance.now();
+      const fanned = await fanOutEvents(db, FAN_OUT_BATCH, { limit: Math.max(0, concurrency - inFlight), perSubscription, held, leaseMs: ATTEMPT_LEASE_MS });
+      for (const delivery of fanned.taken) attempt(delivery);
+      if (fanned.events === FAN_OUT_BATCH) fanOutNow = true;
+      // Made but not taken (no room): due now, for the next claim.
+      if (fanned.deliveries > fanned.taken.length) return true;
+    }
     return fanOutNow || (free > 0 && claimed.length === free);
   }
 

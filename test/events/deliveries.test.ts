@@ -106,6 +106,37 @@ describe('webhook deliveries', () => {
     }
   });
 
+  it('writes a fresh delivery twice: made already taken, then its outcome (no claim in between)', async () => {
+    // Every UPDATE of a delivery row of this subscription, counted by a trigger of the test's own.
+    await t.database.db.execute(sql`CREATE TABLE IF NOT EXISTS test_delivery_updates (event_id text, subscription_id text, attempts int, state text)`);
+    await t.database.db.execute(sql`
+      CREATE OR REPLACE FUNCTION test_count_delivery_update() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        INSERT INTO test_delivery_updates VALUES (NEW.event_id, NEW.subscription_id, NEW.attempts, NEW.state);
+        RETURN NEW;
+      END $$`);
+    await t.database.db.execute(sql`
+      CREATE OR REPLACE TRIGGER test_delivery_updates AFTER UPDATE ON webhook_deliveries
+      FOR EACH ROW EXECUTE FUNCTION test_count_delivery_update()`);
+    try {
+      const network = uniqueNetwork();
+      const subscription = await subscribe(network, ['payment.recorded']);
+      for (let i = 0; i < 3; i++) await recordPayment(t, { network, session: uniqueId('ses') });
+      await receiver.waitFor(3);
+      const deliveries = await eventually(() => deliveriesOf(subscription.id), (d) => d.length === 3 && d.every((x) => x.state === 'SUCCEEDED'));
+      expect(deliveries.map((d) => [d.state, d.attempts])).toEqual([['SUCCEEDED', 1], ['SUCCEEDED', 1], ['SUCCEEDED', 1]]);
+      const updates = await rowsOf<{ eventId: string; attempts: number; state: string }>(
+        t.database.db,
+        sql`SELECT event_id AS "eventId", attempts, state FROM test_delivery_updates WHERE subscription_id = ${subscription.id} ORDER BY event_id`,
+      );
+      // One update each, the outcome's: the first attempt was counted when the row was made.
+      expect(updates.map((u) => [u.attempts, u.state])).toEqual([[1, 'SUCCEEDED'], [1, 'SUCCEEDED'], [1, 'SUCCEEDED']]);
+      expect(new Set(updates.map((u) => u.eventId)).size).toBe(3);
+    } finally {
+      await t.database.db.execute(sql`DROP TRIGGER test_delivery_updates ON webhook_deliveries`);
+    }
+  });
+
   it('retries a failed attempt with the same webhook-id, and succeeds', async () => {
     const network = uniqueNetwork();
     const subscription = await subscribe(network, ['payment.recorded']);
