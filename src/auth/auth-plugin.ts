@@ -89,15 +89,16 @@ async function authPlugin(app: FastifyInstance, opts: AuthPluginOptions) {
   // A token this process verified before, with the keys it has now, skips the decode and the
   // key lookup (verified-tokens.ts); any other goes through @fastify/jwt.
   const principalOf = async (request: FastifyRequest): Promise<Principal> => {
-    const header = request.headers.authorization;
+    const token = bearerToken(request.headers.authorization);
     // Read before verifying: a reload during the verification makes the entry stale, never newer.
     const keysVersion = keyResolver.version();
-    if (header !== undefined) {
-      const cached = verifiedTokens.get(header, keysVersion);
+    if (token !== undefined) {
+      const cached = verifiedTokens.get(token, keysVersion);
       if (cached) return cached;
     }
+    // Only a header that passed authenticate's full check gets its token remembered.
     const { principal, claims } = await authenticate(request, auth);
-    if (header !== undefined && keysVersion !== null) verifiedTokens.set(header, keysVersion, claims, principal);
+    if (token !== undefined && keysVersion !== null) verifiedTokens.set(token, keysVersion, claims, principal);
     return principal;
   };
 
@@ -173,6 +174,13 @@ async function authenticate(request: FastifyRequest, auth: AppConfig['auth']): P
     throw new UnauthorizedError('Access token is invalid or expired');
   }
   return { principal: toPrincipal(payload, auth), claims: payload };
+}
+
+// The token of a Bearer Authorization header (the scheme in any case, RFC 7235 §2.1), so that
+// spellings of the scheme share one entry of the verified tokens' cache; undefined otherwise.
+function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined || header.length <= 7 || header.charCodeAt(6) !== 32) return undefined;
+  return header.slice(0, 6).toLowerCase() === 'bearer' ? header.slice(7) : undefined;
 }
 
 // Our key resolvers throw UnauthorizedError; fast-jwt throws FAST_JWT_* TokenErrors (malformed,

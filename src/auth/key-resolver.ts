@@ -11,9 +11,10 @@ export interface JwtHeader {
 
 export interface KeyResolver {
   resolve(header: JwtHeader): Promise<string>;
-  // Which load of the keys resolve() answers from: a number that changes with every load, or null
-  // when they are older than their TTL (the next resolve() reloads them). A verified token's
-  // cached principal holds only for the version it was verified with (verified-tokens.ts).
+  // Which keys resolve() answers from: a number that changes whenever a load brings other keys
+  // than the last, or null when they are older than their TTL (the next resolve() reloads them)
+  // or being reloaded. A verified token's cached principal holds only for the version it was
+  // verified with (verified-tokens.ts).
   version(): number | null;
 }
 
@@ -58,16 +59,27 @@ export function createJwksKeyResolver(options: {
   const pems = new WeakMap<object, string>();
   let loadedAt = Number.NEGATIVE_INFINITY;
   let loads = 0;
+  // jose puts the new keys in place a few microtasks before its reload settles and this counts
+  // it: until then version() answers null, never the old version with the new keys in use.
+  let refreshing = 0;
+  let published = '';
 
   async function refresh(): Promise<void> {
     throttle.note();
+    refreshing++;
     try {
       // Joins a fetch already in flight.
       await remote.reload();
       loadedAt = Date.now();
-      loads++;
+      // A new version only when the provider's keys changed: a reload forced by a token with an
+      // unknown kid then costs the cached tokens nothing.
+      const now = JSON.stringify(remote.jwks() ?? null);
+      if (now !== published) loads++;
+      published = now;
     } catch {
       // Keep serving the keys we have; the throttle spaces the next attempt.
+    } finally {
+      refreshing--;
     }
   }
 
@@ -82,7 +94,7 @@ export function createJwksKeyResolver(options: {
   }
 
   return {
-    version: () => (loadedAt !== Number.NEGATIVE_INFINITY && !remote.reloading && Date.now() - loadedAt <= ttlMs ? loads : null),
+    version: () => (loadedAt !== Number.NEGATIVE_INFINITY && refreshing === 0 && !remote.reloading && Date.now() - loadedAt <= ttlMs ? loads : null),
     async resolve(header) {
       const { kid, alg } = header;
       if (!kid || !alg) throw new UnauthorizedError('Access token header has no key id');
@@ -124,11 +136,13 @@ export function createDatabaseKeyResolver(options: {
     inFlight ??= (async () => {
       try {
         const rows = await listVerificationKeys(options.db);
-        keys = new Map(
+        const next = new Map(
           rows.map((r) => [r.kid, createPublicKey({ key: r.publicJwk, format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString()]),
         );
+        // A new version only when the keys changed (see the JWKS resolver).
+        if (next.size !== keys.size || [...next].some(([kid, pem]) => keys.get(kid) !== pem)) loads++;
+        keys = next;
         loadedAt = Date.now();
-        loads++;
       } finally {
         inFlight = null;
       }

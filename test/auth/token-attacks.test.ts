@@ -365,6 +365,25 @@ describe('database key resolver', () => {
   });
 
 
+  it('gives the keys a new version only when a reload reads other keys', async () => {
+    const { kid } = await t.signingKey();
+    const resolver = createDatabaseKeyResolver({ db: t.database.db, cacheTtlSeconds: 600, refetchIntervalSeconds: 0 });
+    expect(resolver.version()).toBeNull();
+    await resolver.refresh();
+    const first = resolver.version();
+    expect(first).not.toBeNull();
+    await resolver.refresh();
+    expect(resolver.version()).toBe(first);
+    await t.database.db.update(signingKeys).set({ retiredAt: new Date() }).where(eq(signingKeys.kid, kid));
+    try {
+      await resolver.refresh();
+      expect(resolver.version()).not.toBe(first);
+      await expect(resolver.resolve({ kid, alg: 'ES256' })).rejects.toBeInstanceOf(UnauthorizedError);
+    } finally {
+      await t.database.db.update(signingKeys).set({ retiredAt: null }).where(eq(signingKeys.kid, kid));
+    }
+  });
+
   it('does not reload the keys for every unknown kid', async () => {
     const { kid } = await t.signingKey();
     const { db, counter } = countingDb(t.database.db);
@@ -416,6 +435,7 @@ describe('JWKS key resolver (external identity provider)', () => {
   let jwksUrl: string;
   let hits = 0;
   let failWith500 = false;
+  let published = [jwk, jwk2];
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -424,7 +444,7 @@ describe('JWKS key resolver (external identity provider)', () => {
         res.writeHead(500, { 'content-type': 'text/plain' }).end('upstream exploded');
         return;
       }
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk, jwk2] }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     jwksUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/tenant/jwks?v=1`;
@@ -432,12 +452,65 @@ describe('JWKS key resolver (external identity provider)', () => {
   afterEach(() => {
     hits = 0;
     failWith500 = false;
+    published = [jwk, jwk2];
   });
   afterAll(async () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
   const resolver = (): KeyResolver => createJwksKeyResolver({ jwksUrl, cacheTtlSeconds: 600, refetchIntervalSeconds: 30 });
+
+  it('gives the keys a new version only when the provider publishes other keys', async () => {
+    const r = createJwksKeyResolver({ jwksUrl, cacheTtlSeconds: 600, refetchIntervalSeconds: 0 });
+    expect(r.version()).toBeNull();
+    await r.resolve({ kid: 'key-1', alg: 'ES256' });
+    const first = r.version();
+    expect(first).not.toBeNull();
+    // An unknown kid refetches the same keys: tokens verified before stay cached.
+    await expect(r.resolve({ kid: 'forged-kid', alg: 'ES256' })).rejects.toBeInstanceOf(UnauthorizedError);
+    expect(hits).toBe(2);
+    expect(r.version()).toBe(first);
+    // The provider withdraws key-1: the refetch brings other keys, a new version.
+    published = [jwk2];
+    await expect(r.resolve({ kid: 'forged-kid-2', alg: 'ES256' })).rejects.toBeInstanceOf(UnauthorizedError);
+    expect(hits).toBe(3);
+    expect(r.version()).not.toBe(first);
+    expect(r.version()).not.toBeNull();
+    await expect(r.resolve({ kid: 'key-1', alg: 'ES256' })).rejects.toBeInstanceOf(UnauthorizedError);
+  });
+
+  it('never answers the old version once the new keys are in place, not even for a microtask', async () => {
+    // fetch held by the test, so the reload's answer arrives while version() is read after every
+    // microtask (jose installs the keys a few microtasks before its reload settles).
+    const realFetch = globalThis.fetch;
+    let hold: ((answer: Response) => void) | null = null;
+    let held = false;
+    const body = () => JSON.stringify({ keys: published });
+    globalThis.fetch = (async () =>
+      held ? new Promise<Response>((resolve) => (hold = resolve)) : new Response(body(), { status: 200 })) as typeof fetch;
+    try {
+      const r = createJwksKeyResolver({ jwksUrl: 'https://idp.example/jwks', cacheTtlSeconds: 600, refetchIntervalSeconds: 0 });
+      await r.resolve({ kid: 'key-1', alg: 'ES256' });
+      const before = r.version();
+      expect(before).not.toBeNull();
+      held = true;
+      published = [jwk2];
+      const reload = r.resolve({ kid: 'key-2-forged', alg: 'ES256' }).catch(() => undefined);
+      while (hold === null) await new Promise((resolve) => setImmediate(resolve));
+      const seen: (number | null)[] = [r.version()];
+      hold!(new Response(body(), { status: 200 }));
+      for (let i = 0; i < 200; i++) {
+        await null;
+        seen.push(r.version());
+      }
+      await reload;
+      expect(seen[0]).toBeNull();
+      expect(seen).not.toContain(before);
+      expect(seen.at(-1)).not.toBeNull();
+    } finally {
+      globalThis.fetch = realFetch;
+    }
+  });
 
   it('fetches the configured JWKS once and serves the key from its cache', async () => {
     const r = resolver();
