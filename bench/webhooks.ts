@@ -14,7 +14,7 @@ import { parseWebhookOptions, ROOT_DIR } from './options.js';
 import { listBeside, recordBody } from './payment-requests.js';
 import { median } from './report.js';
 import { startBenchService } from './bench-service.js';
-import { freePort, LOOPBACK, runCommand, SERVER_NODE, stopAllChildren, stopChild } from './processes.js';
+import { cpuMs, freePort, LOOPBACK, postgresCpuMs, runCommand, SERVER_NODE, stopAllChildren, stopChild } from './processes.js';
 import { startStationFleet, stormPair, type StormFigures } from './webhook-storm.js';
 import { startReceiver, type Receiver } from './webhook-receiver.js';
 
@@ -61,6 +61,17 @@ async function drained(receiver: Receiver, expected: Record<string, number>, sec
   }
   return false;
 }
+
+interface RecordWindow extends LoadResult {
+  created: number;
+  // CPU ms per payment recorded; pg null on PGlite (it is the service's process).
+  cpu: { service: number; pg: number | null; harness: number };
+}
+
+const recordRow = (name: string, r: RecordWindow) => {
+  row(name, r);
+  log(`    cpu ms per payment: service ${r.cpu.service.toFixed(3)}${r.cpu.pg === null ? '' : ` + PostgreSQL ${r.cpu.pg.toFixed(3)}`} + harness ${r.cpu.harness.toFixed(3)}`);
+};
 
 const row = (name: string, r: LoadResult) =>
   log(`  ${name.padEnd(52)} ${r.rps.toFixed(0).padStart(6)} rps  p50 ${r.p50.toFixed(1)} ms  p99 ${r.p99.toFixed(1)} ms  non-2xx ${r.non2xx}  errors ${r.socketErrors}`);
@@ -109,8 +120,11 @@ async function main(target: BenchTarget): Promise<void> {
     // 1. Recording payments: none and two active subscriptions, alternated, `rounds` pairs.
     let seq = 0;
     const tag = Date.now().toString(36);
-    const record = async (): Promise<LoadResult> => {
+    // CPU per payment recorded in the window: the service's process, PostgreSQL's (every backend:
+    // the API's and the delivery worker's), and the harness's (load generator and receiver).
+    const record = async (): Promise<RecordWindow> => {
       let created = 0;
+      const before = { service: cpuMs(service.pid) ?? 0, pg: target.kind === 'postgres' ? postgresCpuMs() : 0, harness: process.cpuUsage() };
       const result = await runLoad({
         port,
         connections: 32,
@@ -118,13 +132,20 @@ async function main(target: BenchTarget): Promise<void> {
         next: () => ({ method: 'POST', path: '/payments/v1/session-payments', headers: { authorization: api.token, 'content-type': 'application/json' }, body: recordBody(tag, seq++) }),
         onResponse: (status) => (created += status === 201 ? 1 : 0),
       });
-      return Object.assign(result, { created });
+      const harness = process.cpuUsage(before.harness);
+      const per = (ms: number) => (created > 0 ? ms / created : 0);
+      const cpu = {
+        service: per((cpuMs(service.pid) ?? 0) - before.service),
+        pg: target.kind === 'postgres' ? per(postgresCpuMs() - before.pg) : null,
+        harness: per((harness.user + harness.system) / 1000),
+      };
+      return Object.assign(result, { created, cpu });
     };
     await record(); // warm-up
-    const pairs: Array<{ none: LoadResult; two: LoadResult; ratio: number; drainedMs: number }> = [];
+    const pairs: Array<{ none: RecordWindow; two: RecordWindow; ratio: number; drainedMs: number }> = [];
     for (let round = 1; round <= options.rounds; round++) {
       const order = round % 2 === 1 ? (['none', 'two'] as const) : (['two', 'none'] as const);
-      const pair: Partial<Record<'none' | 'two', LoadResult>> = {};
+      const pair: Partial<Record<'none' | 'two', RecordWindow>> = {};
       let drainedMs = 0;
       for (const kind of order) {
         await setActive(kind === 'two');
@@ -133,19 +154,26 @@ async function main(target: BenchTarget): Promise<void> {
         if (kind === 'two') {
           // The window's deliveries finish before the next window starts, so none is charged to it.
           const started = performance.now();
-          const created = (pair.two as LoadResult & { created: number }).created;
+          const created = pair.two!.created;
           if (!(await drained(receiver, Object.fromEntries(SUBSCRIPTIONS.map((n) => [n, before[n]! + created]))))) log('    its deliveries were not all made within 10 minutes');
           drainedMs = performance.now() - started;
         }
       }
       const ratio = pair.two!.rps / pair.none!.rps;
       pairs.push({ none: pair.none!, two: pair.two!, ratio, drainedMs });
-      row(`record payment, no subscription (round ${round})`, pair.none!);
-      row(`record payment, two subscriptions (round ${round})`, pair.two!);
+      recordRow(`record payment, no subscription (round ${round})`, pair.none!);
+      recordRow(`record payment, two subscriptions (round ${round})`, pair.two!);
       log(`    ratio ${ratio.toFixed(3)}; its deliveries done ${(drainedMs / 1000).toFixed(1)} s after the window`);
     }
     const recordRatio = median(pairs.map((p) => p.ratio));
     log(`  recording throughput, two subscriptions / none, round by round: ${pairs.map((p) => p.ratio.toFixed(3)).join(', ')}; median ${recordRatio.toFixed(3)} (target >= 0.9)`);
+    for (const kind of ['none', 'two'] as const) {
+      const part = (f: (w: RecordWindow) => number | null) => {
+        const values = pairs.map((p) => f(p[kind])).filter((v): v is number => v !== null);
+        return values.length > 0 ? median(values).toFixed(3) : '-';
+      };
+      log(`  cpu ms per payment, ${kind === 'none' ? 'no subscription' : 'two subscriptions'} (medians): service ${part((w) => w.cpu.service)}, PostgreSQL ${part((w) => w.cpu.pg)}, harness ${part((w) => w.cpu.harness)}`);
+    }
     results.record = { rounds: pairs, ratio: recordRatio };
 
     // 2. A backlog drained: `backlog` events written at once into the outbox (as a pause of the
