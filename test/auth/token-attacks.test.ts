@@ -483,11 +483,12 @@ describe('JWKS key resolver (external identity provider)', () => {
     // fetch held by the test, so the reload's answer arrives while version() is read after every
     // microtask (jose installs the keys a few microtasks before its reload settles).
     const realFetch = globalThis.fetch;
-    let hold: ((answer: Response) => void) | null = null;
+    // An object, not a variable: the closure below sets it, which narrowing would not see.
+    const pending: { answer?: (response: Response) => void } = {};
     let held = false;
     const body = () => JSON.stringify({ keys: published });
     globalThis.fetch = (async () =>
-      held ? new Promise<Response>((resolve) => (hold = resolve)) : new Response(body(), { status: 200 })) as typeof fetch;
+      held ? new Promise<Response>((resolve) => (pending.answer = resolve)) : new Response(body(), { status: 200 })) as typeof fetch;
     try {
       const r = createJwksKeyResolver({ jwksUrl: 'https://idp.example/jwks', cacheTtlSeconds: 600, refetchIntervalSeconds: 0 });
       await r.resolve({ kid: 'key-1', alg: 'ES256' });
@@ -496,9 +497,9 @@ describe('JWKS key resolver (external identity provider)', () => {
       held = true;
       published = [jwk2];
       const reload = r.resolve({ kid: 'key-2-forged', alg: 'ES256' }).catch(() => undefined);
-      while (hold === null) await new Promise((resolve) => setImmediate(resolve));
+      while (pending.answer === undefined) await new Promise((resolve) => setImmediate(resolve));
       const seen: (number | null)[] = [r.version()];
-      hold!(new Response(body(), { status: 200 }));
+      pending.answer(new Response(body(), { status: 200 }));
       for (let i = 0; i < 200; i++) {
         await null;
         seen.push(r.version());
