@@ -12,8 +12,7 @@ import { rowsOf, type Executor } from '../db/database.js';
 // delivery is written twice (made, then its outcome) rather than three times. The rest are made
 // PENDING and due now, for the claim of a later round, which takes the oldest due first.
 export async function fanOutEvents(db: Executor, limit: number, take: Omit<SettleAndClaim, 'results'>): Promise<{ events: number; deliveries: number; taken: ClaimedDelivery[] }> {
-  const held = JSON.stringify(Object.fromEntries(take.held));
-  const rows = await rowsOf<{ events: number; deliveries: number } & Partial<Omit<ClaimedDelivery, 'createdAt'> & { createdAt: string | Date }>>(
+  const rows = await rowsOf<{ events: number; deliveries: number } & Partial<ClaimedRow>>(
     db,
     sql`
       WITH batch AS (
@@ -31,7 +30,7 @@ export async function fanOutEvents(db: Executor, limit: number, take: Omit<Settl
         SELECT t.event_id, t.subscription_id, t.created_at,
           t.nth <= ${take.perSubscription} - coalesce(h.n, 0) AS fits
         FROM targets t
-        LEFT JOIN (SELECT key, value::int AS n FROM jsonb_each_text(${held}::jsonb)) h ON h.key = t.subscription_id
+        LEFT JOIN ${heldSql(take.held)} h ON h.key = t.subscription_id
       ),
       chosen AS (
         SELECT w.event_id, w.subscription_id,
@@ -65,19 +64,19 @@ export async function fanOutEvents(db: Executor, limit: number, take: Omit<Settl
       ) t ON true`,
   );
   const first = rows[0];
-  const taken = rows
-    .filter((row) => row.eventId !== undefined && row.eventId !== null)
-    .map((row) => ({
-      eventId: row.eventId!,
-      subscriptionId: row.subscriptionId!,
-      attempts: row.attempts!,
-      type: row.type!,
-      data: row.data!,
-      createdAt: new Date(row.createdAt!),
-      url: row.url!,
-      secret: row.secret!,
-    }));
+  // The LEFT JOIN's one row without a delivery when none was taken.
+  const taken = rows.filter((row): row is typeof row & ClaimedRow => typeof row.eventId === 'string').map(toClaimed);
   return { events: first?.events ?? 0, deliveries: first?.deliveries ?? 0, taken };
+}
+
+// A taken delivery as both statements return it (createdAt as a Date or as text, by driver).
+type ClaimedRow = Omit<ClaimedDelivery, 'createdAt'> & { createdAt: string | Date };
+const toClaimed = (row: ClaimedRow): ClaimedDelivery => ({ ...row, createdAt: new Date(row.createdAt) });
+
+// What this replica has in flight, by subscription id, as rows (key, n) for the statements'
+// shares.
+function heldSql(held: ReadonlyMap<string, number>): SQL {
+  return sql`(SELECT key, value::int AS n FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(held))}::jsonb))`;
 }
 
 export interface ClaimedDelivery {
@@ -133,8 +132,8 @@ export interface SettleAndClaim {
 // due deliveries instead, by subscription alone, and with statistics taken while the table was
 // small it did, walking the whole backlog for each result (docs/events.md, "Delivery and retries").
 export async function settleAndClaim(db: Executor, work: SettleAndClaim): Promise<ClaimedDelivery[]> {
-  const rows = await rowsOf<Omit<ClaimedDelivery, 'createdAt'> & { createdAt: string | Date }>(db, settleAndClaimStatement(work));
-  return rows.map((row) => ({ ...row, createdAt: new Date(row.createdAt) }));
+  const rows = await rowsOf<ClaimedRow>(db, settleAndClaimStatement(work));
+  return rows.map(toClaimed);
 }
 
 // The statement itself, apart for the test that reads its plan.
@@ -152,7 +151,6 @@ export function settleAndClaimStatement(work: SettleAndClaim): SQL {
       duration_ms: r.durationMs,
     })),
   );
-  const held = JSON.stringify(Object.fromEntries(work.held));
   return sql`
       WITH finished AS (
         SELECT * FROM jsonb_to_recordset(${results}::jsonb) AS r(event_id text, subscription_id text, attempts int, state text,
@@ -175,7 +173,7 @@ export function settleAndClaimStatement(work: SettleAndClaim): SQL {
       room AS (
         SELECT s.id, s.status, LEAST(${work.perSubscription} - coalesce(h.n, 0), ${work.limit}) AS room
         FROM webhook_subscriptions s
-        LEFT JOIN (SELECT key, value::int AS n FROM jsonb_each_text(${held}::jsonb)) h ON h.key = s.id
+        LEFT JOIN ${heldSql(work.held)} h ON h.key = s.id
         WHERE ${work.limit} > 0 AND coalesce(h.n, 0) < ${work.perSubscription}
       ),
       due AS (

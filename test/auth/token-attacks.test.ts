@@ -92,6 +92,15 @@ describe('bearer token verification (embedded issuer)', () => {
     expect(res.statusCode).toBe(200);
   });
 
+  it('refuses a token it accepted before once its exp and the 30 s clock skew have passed (the verified tokens\' cache holds no longer)', async () => {
+    // Usable for at least 1 s more (exp is in whole seconds), refused after 3.1 s.
+    const token = `Bearer ${signWithServiceKey(claims({ iat: now() - 600, exp: now() - 28 }))}`;
+    expect((await probe(token)).statusCode).toBe(200);
+    expect((await probe(token)).statusCode).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 3_100));
+    expectBearer401(await probe(token));
+  });
+
   it('accepts a hand-made token with the right claims (control for the forgeries below)', async () => {
     expect((await probe(`Bearer ${signWithServiceKey(claims())}`)).statusCode).toBe(200);
   });
