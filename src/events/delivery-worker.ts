@@ -42,8 +42,11 @@ export const CONCURRENCY = 256;
 export const SUBSCRIPTION_SHARE = CONCURRENCY / 4;
 const FAN_OUT_BATCH = 500;
 const STOP_WAIT_MS = 2_000;
-// A signal may come before its transaction commits: look a moment later.
+// A signal may come before its transaction commits: look a moment later. The same wait gathers
+// the events appended meanwhile into one fan-out (docs/events.md, "Rounds are gathered").
 const SIGNAL_DELAY_MS = 15;
+// A finished attempt's result waits this long for others to share its round's statement.
+export const GATHER_MS = 10;
 
 export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker {
   const { db, client, log } = options;
@@ -55,26 +58,33 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   let inFlight = 0;
   // Attempts in flight by subscription id (none: not in the map).
   const held = new Map<string, number>();
-  // When the fan-out last ran, and whether it should run in the next round whatever the time
-  // (new events of this replica, or a full batch that left more).
+  // When the fan-out last ran; whether the last batch was full (more at once); whether this
+  // replica appended events since (a fan-out once the signal's delay has passed).
   let fannedOutAt = -Infinity;
   let fanOutNow = true;
+  let signalled = false;
   const sends = new Set<Promise<void>>();
   let finished: AttemptResult[] = [];
   let wake: (() => void) | null = null;
-  let wakeTimer: NodeJS.Timeout | null = null;
+  // A retry due soon, a signal's delay, results gathering: each its own timer, so none delays
+  // another.
+  const wakeTimers: Record<'retry' | 'signal' | 'gather', NodeJS.Timeout | null> = { retry: null, signal: null, gather: null };
   let loop: Promise<void> | null = null;
   let unsubscribe: (() => void) | null = null;
   let failing = false;
 
+  // A wake while a round runs is kept for when it ends.
+  let wokenDuringRound = false;
   function wakeUp(): void {
-    wake?.();
+    if (wake) wake();
+    else wokenDuringRound = true;
   }
 
-  function wakeIn(ms: number): void {
-    if (wakeTimer) return;
-    wakeTimer = setTimeout(() => {
-      wakeTimer = null;
+  // A wake `ms` from now on the given timer, unless that timer is already set.
+  function wakeIn(ms: number, timer: 'retry' | 'signal' | 'gather' = 'retry'): void {
+    if (wakeTimers[timer]) return;
+    wakeTimers[timer] = setTimeout(() => {
+      wakeTimers[timer] = null;
       wakeUp();
     }, ms);
   }
@@ -113,7 +123,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
         if (left === 0) held.delete(delivery.subscriptionId);
         else held.set(delivery.subscriptionId, left);
         sends.delete(sent);
-        wakeUp();
+        wakeIn(GATHER_MS, 'gather');
       });
     sends.add(sent);
   }
@@ -137,13 +147,15 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   // One round: record what finished and claim what is due, oldest first; then fan out new events
   // (when some may wait: this replica appended some, the last batch was full, or a poll interval
   // has passed), taking at once the deliveries the slots left have room for. True when there may
-  // be more to do at once.
+  // be more to do at once; events this replica appends meanwhile wait for the signal's delay, so
+  // that a stream of them is fanned out in batches rather than a round each.
   async function round(): Promise<boolean> {
     const free = concurrency - inFlight;
     const claimed = await settle(true);
     for (const delivery of claimed) attempt(delivery);
-    if (fanOutNow || performance.now() - fannedOutAt >= pollMs) {
+    if (fanOutNow || signalled || performance.now() - fannedOutAt >= pollMs) {
       fanOutNow = false;
+      signalled = false;
       fannedOutAt = performance.now();
       const fanned = await fanOutEvents(db, FAN_OUT_BATCH, { limit: Math.max(0, concurrency - inFlight), perSubscription, held, leaseMs: ATTEMPT_LEASE_MS });
       for (const delivery of fanned.taken) attempt(delivery);
@@ -157,6 +169,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   async function run(): Promise<void> {
     while (running) {
       let more = false;
+      wokenDuringRound = false;
       try {
         more = await round();
         if (failing) log.info('webhook delivery resumed');
@@ -167,7 +180,8 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
         failing = true;
       }
       if (!running) break;
-      if ((more || finished.length > 0) && !failing) continue;
+      // Results that finished meanwhile are written by the round their gathering wake starts.
+      if ((more || wokenDuringRound) && !failing) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, pollMs);
         wake = () => {
@@ -184,8 +198,8 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       if (running) return;
       running = true;
       unsubscribe = onNewEvents(() => {
-        fanOutNow = true;
-        wakeIn(SIGNAL_DELAY_MS);
+        signalled = true;
+        wakeIn(SIGNAL_DELAY_MS, 'signal');
       });
       loop = run();
     },
@@ -193,7 +207,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       if (!running) return;
       running = false;
       unsubscribe?.();
-      if (wakeTimer) clearTimeout(wakeTimer);
+      for (const timer of Object.values(wakeTimers)) if (timer) clearTimeout(timer);
       wakeUp();
       await loop;
       if (sends.size > 0) {

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { rowsOf } from '../../src/db/database.js';
-import { SUBSCRIPTION_SHARE } from '../../src/events/delivery-worker.js';
+import { GATHER_MS, SUBSCRIPTION_SHARE } from '../../src/events/delivery-worker.js';
 import { appendEvents } from '../../src/events/events-service.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { uniqueNetwork } from '../helpers/asset-factory.js';
@@ -134,6 +134,51 @@ describe('webhook deliveries', () => {
       expect(new Set(updates.map((u) => u.eventId)).size).toBe(3);
     } finally {
       await t.database.db.execute(sql`DROP TRIGGER test_delivery_updates ON webhook_deliveries`);
+    }
+  });
+
+  it('writes the outcomes of attempts that end a few milliseconds apart together, a statement per gathering wait rather than one each', async () => {
+    // The transaction of every outcome written for this subscription, by a trigger of the test's
+    // own: each of the worker's statements is a transaction of its own.
+    await t.database.db.execute(sql`CREATE TABLE IF NOT EXISTS test_outcome_writes (subscription_id text, tx bigint)`);
+    await t.database.db.execute(sql`
+      CREATE OR REPLACE FUNCTION test_record_outcome_write() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.state <> 'PENDING' THEN INSERT INTO test_outcome_writes VALUES (NEW.subscription_id, txid_current()); END IF;
+        RETURN NEW;
+      END $$`);
+    await t.database.db.execute(sql`
+      CREATE OR REPLACE TRIGGER test_outcome_writes AFTER UPDATE ON webhook_deliveries
+      FOR EACH ROW EXECUTE FUNCTION test_record_outcome_write()`);
+    try {
+      const network = uniqueNetwork();
+      const subscription = await subscribe(network, ['asset.password.ignored']);
+      const count = 30;
+      receiver.hang(true);
+      await t.database.db.transaction((tx) =>
+        appendEvents(
+          tx,
+          Array.from({ length: count }, (_, i) => ({ type: 'asset.password.ignored' as const, network, data: { assetId: `CP-${i}`, network, rotationId: `apc_${i}`, at: new Date().toISOString() } })),
+        ),
+      );
+      await receiver.waitFor(count);
+      // The answers come one by one, 2 ms apart: before, each ended attempt started a round of its
+      // own as soon as the worker was idle.
+      const started = performance.now();
+      while (receiver.answerOne()) await new Promise((resolve) => setTimeout(resolve, 2));
+      const answeringMs = performance.now() - started;
+      const deliveries = await eventually(() => deliveriesOf(subscription.id), (d) => d.length === count && d.every((x) => x.state === 'SUCCEEDED'));
+      expect(deliveries.map((d) => d.state)).toEqual(Array(count).fill('SUCCEEDED'));
+      const [writes] = await rowsOf<{ statements: number; rows: number }>(
+        t.database.db,
+        sql`SELECT count(DISTINCT tx)::int AS statements, count(*)::int AS rows FROM test_outcome_writes WHERE subscription_id = ${subscription.id}`,
+      );
+      expect(writes!.rows).toBe(count);
+      // One statement per gathering wait that the answers spanned, and one for the last ones.
+      expect(writes!.statements).toBeLessThanOrEqual(Math.min(count / 2, Math.ceil(answeringMs / GATHER_MS) + 2));
+    } finally {
+      receiver.hang(false);
+      await t.database.db.execute(sql`DROP TRIGGER test_outcome_writes ON webhook_deliveries`);
     }
   });
 

@@ -16,6 +16,8 @@ export interface WebhookReceiver {
   hang(on: boolean): void;
   // Requests waiting for an answer now.
   hanging(): number;
+  // Answers the longest-held request, if any; false when none was held.
+  answerOne(): boolean;
   // Resolves once `count` requests arrived in all (a guard of `timeoutMs` keeps a broken test from hanging).
   waitFor(count: number, timeoutMs?: number): Promise<ReceivedWebhook[]>;
   close(): Promise<void>;
@@ -57,6 +59,13 @@ export async function startReceiver(): Promise<WebhookReceiver> {
       if (!on) for (const res of held) res.writeHead(status).end();
     },
     hanging: () => held.size,
+    answerOne() {
+      const [first] = held;
+      if (!first) return false;
+      held.delete(first);
+      first.writeHead(status).end();
+      return true;
+    },
     async waitFor(count, timeoutMs = 20_000) {
       if (received.length < count) {
         await new Promise<void>((resolve, reject) => {
