@@ -1,6 +1,5 @@
-import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { guardedConnector, TargetRefusedError } from './guarded-connector.js';
 import { checkTargetUrlForm, type TargetUrlVerdict } from './target-addresses.js';
 import type { ResolveHost } from './target-rules.js';
@@ -34,17 +33,8 @@ export type WebhookClientOptions = {
 };
 
 class AttemptTimeout extends Error {}
-
-// Reads the answer until it ends or `cap` bytes have come, then drops the rest (and so the
-// connection, when the answer was longer).
-async function drain(body: Readable, cap: number): Promise<void> {
-  let read = 0;
-  for await (const chunk of body) {
-    read += (chunk as Buffer).length;
-    if (read >= cap) break;
-  }
-  if (!body.readableEnded) body.destroy();
-}
+// The answer reached the cap: the rest is dropped with the connection; the status stands.
+class AnswerCapped extends Error {}
 
 function describe(error: unknown, timeoutMs: number, timedOut: boolean): string {
   if (timedOut) return `no complete answer within ${timeoutMs} ms`;
@@ -87,36 +77,65 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
     return form;
   };
 
-  async function send(request: WebhookRequest): Promise<WebhookOutcome> {
+  // One attempt through undici's dispatch rather than request(): an answer is counted and dropped
+  // as it comes, with no stream, no async iterator and no AbortController built for it
+  // (docs/performance.md, "Webhooks").
+  function send(request: WebhookRequest): Promise<WebhookOutcome> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const form = formOf(request.url);
-    if (!form.ok) return { ok: false, error: `refused: ${form.reason}`, durationMs: elapsed() };
+    if (!form.ok) return Promise.resolve({ ok: false, error: `refused: ${form.reason}`, durationMs: elapsed() });
     const { url } = form;
-    const attempt = new AbortController();
-    const timer = setTimeout(() => attempt.abort(new AttemptTimeout()), timeoutMs);
-    let status: number | undefined;
-    try {
-      const answer = await agent.request({
-        origin: url.origin,
-        path: `${url.pathname}${url.search}`,
-        method: 'POST',
-        headers: request.headers,
-        body: request.body,
-        signal: attempt.signal,
-      });
-      status = answer.statusCode;
-      await drain(answer.body, maxAnswerBytes);
-      if (status >= 200 && status < 300) return { ok: true, status, durationMs: elapsed() };
-      // Any other status speaks for itself; a redirect is said not to be followed.
-      if (status >= 300 && status < 400) return { ok: false, status, error: 'redirects are not followed', durationMs: elapsed() };
-      return { ok: false, status, durationMs: elapsed() };
-    } catch (error) {
-      const failure = describe(error, timeoutMs, attempt.signal.aborted);
-      return { ok: false, ...(status === undefined ? {} : { status }), error: failure, durationMs: elapsed() };
-    } finally {
-      clearTimeout(timer);
-    }
+    return new Promise<WebhookOutcome>((resolve) => {
+      let status: number | undefined;
+      let read = 0;
+      let timedOut = false;
+      let settled = false;
+      let controller: Dispatcher.DispatchController | null = null;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        // Before the request has a connection there is nothing to abort yet: it is aborted as
+        // soon as it gets one, and a connection still being made ends at the same limit.
+        controller?.abort(new AttemptTimeout());
+      }, timeoutMs);
+      const settle = (outcome: Omit<WebhookOutcome, 'durationMs'>) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve({ ...outcome, durationMs: elapsed() });
+      };
+      const answered = (code: number) => {
+        if (code >= 200 && code < 300) return settle({ ok: true, status: code });
+        // Any other status speaks for itself; a redirect is said not to be followed.
+        if (code >= 300 && code < 400) return settle({ ok: false, status: code, error: 'redirects are not followed' });
+        return settle({ ok: false, status: code });
+      };
+      const handler: Dispatcher.DispatchHandler = {
+        onRequestStart(current) {
+          controller = current;
+          if (timedOut) current.abort(new AttemptTimeout());
+        },
+        onResponseStart(_current, code) {
+          status = code;
+        },
+        onResponseData(current, chunk) {
+          read += chunk.length;
+          if (read >= maxAnswerBytes) current.abort(new AnswerCapped());
+        },
+        onResponseEnd() {
+          answered(status!);
+        },
+        onResponseError(_current, error) {
+          if (error instanceof AnswerCapped && status !== undefined) return answered(status);
+          settle({ ok: false, ...(status === undefined ? {} : { status }), error: describe(error, timeoutMs, timedOut) });
+        },
+      };
+      try {
+        agent.dispatch({ origin: url.origin, path: `${url.pathname}${url.search}`, method: 'POST', headers: request.headers, body: request.body }, handler);
+      } catch (error) {
+        settle({ ok: false, error: describe(error, timeoutMs, false) });
+      }
+    });
   }
 
   return { send, close: () => agent.close() };
