@@ -63,6 +63,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   let fannedOutAt = -Infinity;
   let fanOutNow = true;
   let signalled = false;
+  let signalledAgain = false;
   const sends = new Set<Promise<void>>();
   let finished: AttemptResult[] = [];
   let wake: (() => void) | null = null;
@@ -80,8 +81,23 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     else wokenDuringRound = true;
   }
 
+  // New events of this replica are fanned out once the signal's delay has passed, not by a round
+  // that happens to start sooner (their transaction may not have committed yet); signals that
+  // come during the delay get one more delay after it.
+  function signalSoon(): void {
+    wakeTimers.signal = setTimeout(() => {
+      wakeTimers.signal = null;
+      signalled = true;
+      if (signalledAgain) {
+        signalledAgain = false;
+        signalSoon();
+      }
+      wakeUp();
+    }, SIGNAL_DELAY_MS);
+  }
+
   // A wake `ms` from now on the given timer, unless that timer is already set.
-  function wakeIn(ms: number, timer: 'retry' | 'signal' | 'gather' = 'retry'): void {
+  function wakeIn(ms: number, timer: 'retry' | 'gather'): void {
     if (wakeTimers[timer]) return;
     wakeTimers[timer] = setTimeout(() => {
       wakeTimers[timer] = null;
@@ -115,7 +131,6 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
           error: delivered ? null : (result.error ?? (result.status === undefined ? 'no answer' : null)),
           durationMs: Math.round(result.durationMs),
         });
-        if (retryInMs !== null && retryInMs < pollMs) wakeIn(retryInMs);
       })
       .finally(() => {
         inFlight--;
@@ -136,7 +151,12 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     const results = finished;
     finished = [];
     try {
-      return await settleAndClaim(db, { results, limit: Math.max(0, free), perSubscription, held, leaseMs: ATTEMPT_LEASE_MS });
+      const claimed = await settleAndClaim(db, { results, limit: Math.max(0, free), perSubscription, held, leaseMs: ATTEMPT_LEASE_MS });
+      // A retry due before the next poll: its time counts from this write, not from the attempt.
+      let soonest = Infinity;
+      for (const result of results) if (result.retryInMs !== null) soonest = Math.min(soonest, result.retryInMs);
+      if (running && soonest < pollMs) wakeIn(soonest, 'retry');
+      return claimed;
     } catch (error) {
       // Unrecorded attempts are made again when their lease ends: at least once, never lost.
       if (results.length > 0) log.warn({ err: loggableError(error), results: results.length }, 'webhook attempts could not be recorded; they will be made again');
@@ -198,8 +218,8 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       if (running) return;
       running = true;
       unsubscribe = onNewEvents(() => {
-        signalled = true;
-        wakeIn(SIGNAL_DELAY_MS, 'signal');
+        if (wakeTimers.signal) signalledAgain = true;
+        else signalSoon();
       });
       loop = run();
     },
@@ -207,7 +227,11 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       if (!running) return;
       running = false;
       unsubscribe?.();
-      for (const timer of Object.values(wakeTimers)) if (timer) clearTimeout(timer);
+      for (const key of ['retry', 'signal', 'gather'] as const) {
+        if (wakeTimers[key]) clearTimeout(wakeTimers[key]);
+        wakeTimers[key] = null;
+      }
+      signalled = signalledAgain = false;
       wakeUp();
       await loop;
       if (sends.size > 0) {

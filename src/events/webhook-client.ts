@@ -116,7 +116,8 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
           if (timedOut) current.abort(new AttemptTimeout());
         },
         onResponseStart(_current, code) {
-          status = code;
+          // An informational answer (1xx) is not the answer.
+          if (code >= 200) status = code;
         },
         onResponseData(current, chunk) {
           read += chunk.length;

@@ -44,6 +44,9 @@ export interface BuildOptions {
   stationLoginLimits?: Partial<LoginLimits>;
   // The waits between webhook attempts (default: events/delivery-schedule.ts's); tests shorten them.
   webhookRetryDelaysMs?: readonly number[];
+  // How often the delivery worker looks for work unwoken (default 500 ms); a test lengthens it so
+  // that only the worker's own wakes can deliver.
+  webhookPollIntervalMs?: number;
   // How webhook target host names resolve (default: the system's resolver); tests pass their own.
   webhookResolveHost?: ResolveHost;
 }
@@ -157,7 +160,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   });
   if (app.auth.tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: app.auth.tokens });
   await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits, clock: options.clock });
-  await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs, resolveHost: options.webhookResolveHost });
+  await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs, pollIntervalMs: options.webhookPollIntervalMs, resolveHost: options.webhookResolveHost });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations });

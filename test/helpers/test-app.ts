@@ -41,6 +41,8 @@ export interface TestAppOptions {
   stationLoginLimits?: Partial<LoginLimits>;
   // The waits between webhook attempts (default: production's).
   webhookRetryDelaysMs?: readonly number[];
+  // How often the delivery worker polls unwoken (default: production's 500 ms).
+  webhookPollIntervalMs?: number;
   // How webhook target host names resolve (default: the system's resolver).
   webhookResolveHost?: ResolveHost;
 }
@@ -66,7 +68,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs, webhookResolveHost: options.webhookResolveHost });
+  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs, webhookPollIntervalMs: options.webhookPollIntervalMs, webhookResolveHost: options.webhookResolveHost });
   await options.routes?.(app);
   await app.ready();
   return {
