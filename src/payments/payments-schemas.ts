@@ -41,17 +41,23 @@ function parseSessionIds(raw: string, ctx: z.RefinementCtx<string>): string[] {
     return z.NEVER;
   }
   const entries = splitList(raw);
-  entries.forEach((entry, i) => {
+  // One pass, on the list's hot path: the issues, and the distinct IDs in their first order.
+  const seen = new Set<string>();
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
     // Only the first MAX_ISSUES issues are ever rendered; building more only costs time.
-    if (ctx.issues.length >= MAX_ISSUES) return;
+    const reporting = ctx.issues.length < MAX_ISSUES;
     if (entry === '') {
-      ctx.addIssue({ code: 'too_small', origin: 'string', minimum: 1, inclusive: true, input: entry, path: [i], message: 'session ID must not be blank' });
-    } else if (exceedsIdLength(entry)) {
+      if (reporting) ctx.addIssue({ code: 'too_small', origin: 'string', minimum: 1, inclusive: true, input: entry, path: [i], message: 'session ID must not be blank' });
+      // A blank entry has its own issue; it is not one more ID.
+      continue;
+    }
+    if (reporting && exceedsIdLength(entry)) {
       ctx.addIssue({ ...tooLong(entry), path: [i], message: `session ID must be at most ${MAX_ID_LENGTH} characters` });
     }
-  });
-  // A blank entry already has its own issue; it is not one more ID.
-  const distinct = [...new Set(entries.filter((entry) => entry !== ''))];
+    seen.add(entry);
+  }
+  const distinct = [...seen];
   if (distinct.length > MAX_SESSION_IDS) {
     ctx.addIssue({
       code: 'too_big',
