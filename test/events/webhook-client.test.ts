@@ -144,6 +144,21 @@ describe('webhook client: answers', () => {
     expect(outcome.durationMs).toBeGreaterThanOrEqual(245);
   });
 
+  it('takes an informational answer (103) for what it is: the final status counts, and one that never comes leaves no status', async () => {
+    const target = await receiver({
+      '/hints-then-ok': (_req, res) => {
+        res.writeEarlyHints({ link: '</style.css>; rel=preload' });
+        res.writeHead(204).end();
+      },
+      '/hints-then-nothing': (_req, res) => res.writeEarlyHints({ link: '</style.css>; rel=preload' }),
+    });
+    const webhooks = client({ allowPrivateTargets: true, timeoutMs: 300 });
+    expect(await webhooks.send({ url: `${target.url}/hints-then-ok`, ...EVENT })).toMatchObject({ ok: true, status: 204 });
+    const cut = await webhooks.send({ url: `${target.url}/hints-then-nothing`, ...EVENT });
+    expect(cut).toMatchObject({ ok: false, error: 'no complete answer within 300 ms' });
+    expect(cut.status).toBeUndefined();
+  });
+
   it('does not follow a redirect: the 3xx fails the attempt and its target is never called', async () => {
     const target = await receiver({
       '/moved': (_req, res) => res.writeHead(302, { location: '/elsewhere' }).end(),
