@@ -197,6 +197,12 @@ describe('refused logins: 404 for an unknown identity, 401 otherwise, the reason
     const s = await provisionStation(t, { ocppVersion: '2.0.1', password: 'Hangs-up:while-queued1' });
     const releases: Array<() => void> = [];
     const held = Array.from({ length: passwordHashQueue.concurrency }, () => passwordHashQueue(() => new Promise<void>((r) => releases.push(r))));
+    // The server's side of the connection: the queue is released only once the server has seen
+    // the hang-up. Released sooner, the login may finish before the server reads the FIN, and a
+    // station that hangs up at the moment it is accepted cannot be told from one that stays.
+    const serverSockets: Socket[] = [];
+    const onConnection = (connection: Socket) => serverSockets.push(connection);
+    t.app.server.on('connection', onConnection);
     const socket = await new Promise<Socket>((resolve, reject) => {
       const req = httpRequest({
         host: '127.0.0.1',
@@ -210,7 +216,10 @@ describe('refused logins: 404 for an unknown identity, 401 otherwise, the reason
       req.end();
     });
     await eventually(() => expect(passwordHashQueue.pendingCount).toBe(1));
+    t.app.server.off('connection', onConnection);
+    expect(serverSockets.length).toBeGreaterThan(0);
     socket.destroy();
+    await Promise.all(serverSockets.map((connection) => (connection.destroyed ? undefined : new Promise((resolve) => connection.once('close', resolve)))));
     for (const release of releases) release();
     await Promise.all(held);
     await eventually(() => expect(t.logLines().some((l) => l.includes(s.id) && (l.includes('hung up before the login completed') || l.includes('hung up before its password was checked')))).toBe(true));
