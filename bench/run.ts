@@ -794,13 +794,15 @@ async function main(): Promise<void> {
   let naivePort = 0;
   if (target.kind === 'postgres') {
     naivePort = await freePort();
-    naive = startChild('naive', process.execPath, [join(BENCH_DIR, 'naive-server.mjs')], {
+    // On the service's Node (BENCH_SERVER_NODE), as the floor and the peers are: a ratio on the
+    // image's Node compares both servers on it.
+    naive = startChild('naive', SERVER_NODE, [join(BENCH_DIR, 'naive-server.mjs')], {
       cwd: ROOT_DIR,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: LOOPBACK, PORT: String(naivePort), DATABASE_URL: target.url, POOL_MAX: String(options.poolMax) },
       logFile: join(logDir, 'naive.log'),
     });
     await waitForHttp(naive, `http://${LOOPBACK}:${naivePort}/`, 30_000);
-    log(`naive server: node bench/naive-server.mjs pid ${naive.pid} on ${LOOPBACK}:${naivePort} (pool ${options.poolMax})`);
+    log(`naive server: ${SERVER_NODE === process.execPath ? 'node' : SERVER_NODE} bench/naive-server.mjs pid ${naive.pid} on ${LOOPBACK}:${naivePort} (pool ${options.poolMax})`);
   }
 
   const basicAll = basicOf(clients.all);
