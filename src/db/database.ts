@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { PgDialect, type PgDatabase, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import type { DataDirHolder } from './data-dir-lock.js';
 import { DEFAULT_TEMPLATE_DIR } from './pglite-template.js';
 import { openPglite } from './pglite-database.js';
@@ -20,6 +20,20 @@ export type Executor = Db | Tx;
 // written, values as the driver parses them), which drizzle's type for it does not say.
 export async function rowsOf<T>(db: Executor, query: SQL): Promise<T[]> {
   return ((await db.execute(query)) as unknown as { rows: T[] }).rows;
+}
+
+// Both connections are made without a casing option, so a dialect of drizzle's defaults renders
+// a statement as their own would.
+const dialect = new PgDialect();
+
+// The same, as a named statement: on PostgreSQL each connection parses it once, and once the
+// server finds a generic plan as good as its custom ones it stops planning it on every run, which
+// for the delivery worker's statements cost more than running them (docs/events.md, "Delivery and
+// retries"). The text must not vary between runs: a name stands for one text on a connection.
+// PGlite ignores the name; the pooler's connections send it unnamed (src/db/pooler.ts).
+export async function namedRowsOf<T>(db: Executor, name: string, query: SQL): Promise<T[]> {
+  const prepared = db._.session.prepareQuery(dialect.sqlToQuery(query), undefined, name, false);
+  return ((await prepared.execute()) as { rows: T[] }).rows;
 }
 
 export interface Database {

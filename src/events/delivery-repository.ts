@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { rowsOf, type Executor } from '../db/database.js';
+import { namedRowsOf, rowsOf, type Executor } from '../db/database.js';
 
 // The delivery worker's statements (docs/events.md, "Delivery and retries"). Each is one
 // statement; the row locks (FOR UPDATE SKIP LOCKED) let every replica run them at once, each
@@ -12,8 +12,9 @@ import { rowsOf, type Executor } from '../db/database.js';
 // delivery is written twice (made, then its outcome) rather than three times. The rest are made
 // PENDING and due now, for the claim of a later round, which takes the oldest due first.
 export async function fanOutEvents(db: Executor, limit: number, take: Omit<SettleAndClaim, 'results'>): Promise<{ events: number; deliveries: number; taken: ClaimedDelivery[] }> {
-  const rows = await rowsOf<{ events: number; deliveries: number } & Partial<ClaimedRow>>(
+  const rows = await namedRowsOf<{ events: number; deliveries: number } & Partial<ClaimedRow>>(
     db,
+    'webhook_fan_out',
     sql`
       WITH batch AS (
         SELECT id, network, type, data, created_at FROM events WHERE dispatched_at IS NULL
@@ -132,7 +133,7 @@ export interface SettleAndClaim {
 // due deliveries instead, by subscription alone, and with statistics taken while the table was
 // small it did, walking the whole backlog for each result (docs/events.md, "Delivery and retries").
 export async function settleAndClaim(db: Executor, work: SettleAndClaim): Promise<ClaimedDelivery[]> {
-  const rows = await rowsOf<ClaimedRow>(db, settleAndClaimStatement(work));
+  const rows = await namedRowsOf<ClaimedRow>(db, 'webhook_settle_and_claim', settleAndClaimStatement(work));
   return rows.map(toClaimed);
 }
 

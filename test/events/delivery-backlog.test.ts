@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rowsOf, type Database } from '../../src/db/database.js';
-import { settleAndClaim, settleAndClaimStatement, type AttemptResult, type SettleAndClaim } from '../../src/events/delivery-repository.js';
+import { fanOutEvents, settleAndClaim, settleAndClaimStatement, type AttemptResult, type SettleAndClaim } from '../../src/events/delivery-repository.js';
+import { insertEvents } from '../../src/events/events-repository.js';
 import { uniqueNetwork } from '../helpers/asset-factory.js';
 import { createTestDatabase } from '../helpers/test-database.js';
 import { insertSubscription } from '../helpers/webhook-factory.js';
@@ -60,6 +62,11 @@ function findNode(node: PlanNode, name: string): PlanNode | undefined {
   return undefined;
 }
 
+// A statement parameter (text or number) written as an SQL literal.
+function literal(value: unknown): string {
+  return typeof value === 'number' ? String(value) : `'${String(value).replaceAll("'", "''")}'`;
+}
+
 function indexNames(node: PlanNode): string[] {
   return [...(node['Index Name'] ? [node['Index Name']] : []), ...(node.Plans ?? []).flatMap(indexNames)];
 }
@@ -90,28 +97,44 @@ describe('a delivery round over a backlog', () => {
 
     // The indexes the write reads through, in its plan (EXPLAIN only: nothing runs), with the
     // planner's own choices and with lookups forced (hash and merge joins and whole-table scans off:
-    // the kind of plan a real backlog got, with statistics from when almost nothing was pending).
+    // the kind of plan a real backlog got, with statistics from when almost nothing was pending);
+    // each as planned for these values, and as the generic plan the named statement runs once the
+    // server prefers it, planned without them (SQL's PREPARE stands for the protocol's, which the
+    // worker uses).
+    const statement = new PgDialect().sqlToQuery(settleAndClaimStatement(work(results, 0)));
     for (const forced of [false, true]) {
-      const indexes = await database.db.transaction(async (tx) => {
-        if (forced) {
-          await tx.execute(sql`SET LOCAL enable_hashjoin = off`);
-          await tx.execute(sql`SET LOCAL enable_mergejoin = off`);
-          await tx.execute(sql`SET LOCAL enable_seqscan = off`);
-        }
-        const [row] = await rowsOf<{ 'QUERY PLAN': [{ Plan: PlanNode }] | string }>(
-          tx,
-          sql`EXPLAIN (FORMAT JSON) ${settleAndClaimStatement(work(results, 0))}`,
-        );
-        const raw = row!['QUERY PLAN'];
-        const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw)[0].Plan as PlanNode;
-        const recorded = findNode(plan, 'CTE recorded');
-        expect(recorded, JSON.stringify(plan)).toBeDefined();
-        return indexNames(recorded!);
-      });
-      // Through the due deliveries' index, by subscription, each result walked the whole
-      // backlog; by key, or one pass over the table, the round costs the same whatever waits.
-      expect(indexes, `forced key lookups: ${forced}`).not.toContain('webhook_deliveries_subscription_due_idx');
-      if (forced) expect(indexes).toContain('webhook_deliveries_pkey');
+      for (const generic of [false, true]) {
+        const indexes = await database.db.transaction(async (tx) => {
+          if (forced) {
+            await tx.execute(sql`SET LOCAL enable_hashjoin = off`);
+            await tx.execute(sql`SET LOCAL enable_mergejoin = off`);
+            await tx.execute(sql`SET LOCAL enable_seqscan = off`);
+          }
+          let explain = sql`EXPLAIN (FORMAT JSON) ${settleAndClaimStatement(work(results, 0))}`;
+          if (generic) {
+            await tx.execute(sql`SET LOCAL plan_cache_mode = force_generic_plan`);
+            await tx.execute(sql.raw(`PREPARE settle_generic AS ${statement.sql}`));
+            // EXECUTE's arguments are written out: a utility statement takes no bound parameters.
+            explain = sql.raw(`EXPLAIN (FORMAT JSON) EXECUTE settle_generic(${statement.params.map(literal).join(', ')})`);
+          }
+          const [row] = await rowsOf<{ 'QUERY PLAN': [{ Plan: PlanNode }] | string }>(tx, explain);
+          if (generic) {
+            const [prepared] = await rowsOf<{ generic: number }>(tx, sql`SELECT generic_plans::int AS generic FROM pg_prepared_statements WHERE name = 'settle_generic'`);
+            expect(prepared?.generic, 'the plan read is the generic one').toBe(1);
+            await tx.execute(sql`DEALLOCATE settle_generic`);
+          }
+          const raw = row!['QUERY PLAN'];
+          const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw)[0].Plan as PlanNode;
+          const recorded = findNode(plan, 'CTE recorded');
+          expect(recorded, JSON.stringify(plan)).toBeDefined();
+          return indexNames(recorded!);
+        });
+        // Through the due deliveries' index, by subscription, each result walked the whole
+        // backlog; by key, or one pass over the table, the round costs the same whatever waits.
+        const which = `forced key lookups: ${forced}, generic plan: ${generic}`;
+        expect(indexes, which).not.toContain('webhook_deliveries_subscription_due_idx');
+        if (forced) expect(indexes, which).toContain('webhook_deliveries_pkey');
+      }
     }
 
     // And the statement does write them.
@@ -123,5 +146,46 @@ describe('a delivery round over a backlog', () => {
         FROM webhook_deliveries WHERE subscription_id = ${subscriptionId}`,
     );
     expect(counts).toEqual({ succeeded: SETTLED, pending: BACKLOG - SETTLED });
+  });
+});
+
+// Registered only with a PostgreSQL server: PGlite plans in the same process and takes no names.
+const onServer = process.env.DATABASE_URL ? describe : undefined;
+const throughPooler = Boolean(process.env.DATABASE_DIRECT_URL);
+
+onServer?.('the delivery statements on PostgreSQL', () => {
+  it(`are named, so that a connection stops planning them on every round once the server prefers a generic plan${throughPooler ? '; through the pooler they go unnamed' : ''} (PostgreSQL)`, async () => {
+    // One connection, so that the statements and the view that lists them share a session.
+    const single = await createTestDatabase({ poolMax: 1 });
+    try {
+      await single.migrate();
+      const network = uniqueNetwork();
+      const subscriptionId = await insertSubscription(single.db, network);
+      const take = { limit: 64, perSubscription: 64, held: new Map<string, number>(), leaseMs: 30_000 };
+      // The server tries custom plans for a named statement's first five runs.
+      for (let round = 0; round < 7; round++) {
+        await insertEvents(single.db, [{ network, type: 'payment.recorded', data: '{}' }]);
+        const fanned = await fanOutEvents(single.db, 500, take);
+        expect(fanned.taken.map((d) => d.subscriptionId)).toEqual([subscriptionId]);
+        const { eventId, attempts } = fanned.taken[0]!;
+        const result: AttemptResult = { eventId, subscriptionId, attempts, state: 'SUCCEEDED', retryInMs: null, attemptedAt: new Date(), status: 204, error: null, durationMs: 1 };
+        expect(await settleAndClaim(single.db, { ...take, results: [result] })).toEqual([]);
+      }
+      const named = await rowsOf<{ name: string; generic: number }>(
+        single.db,
+        sql`SELECT name, generic_plans::int AS generic FROM pg_prepared_statements WHERE name LIKE 'webhook\_%' ORDER BY name`,
+      );
+      if (throughPooler) expect(named).toEqual([]);
+      else
+        expect(named).toEqual([
+          { name: 'webhook_fan_out', generic: expect.any(Number) },
+          { name: 'webhook_settle_and_claim', generic: expect.any(Number) },
+        ]);
+      for (const statement of named) expect(statement.generic, statement.name).toBeGreaterThan(0);
+      const [delivered] = await rowsOf<{ n: number }>(single.db, sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${subscriptionId} AND state = 'SUCCEEDED'`);
+      expect(delivered?.n).toBe(7);
+    } finally {
+      await single.close();
+    }
   });
 });
