@@ -794,9 +794,9 @@ async function main(): Promise<void> {
   let naivePort = 0;
   if (target.kind === 'postgres') {
     naivePort = await freePort();
-    // On the service's Node (BENCH_SERVER_NODE), as the floor and the peers are: a ratio on the
-    // image's Node compares both servers on it.
-    naive = startChild('naive', SERVER_NODE, [join(BENCH_DIR, 'naive-server.mjs')], {
+    // On the service's Node and flags (BENCH_SERVER_NODE, BENCH_SERVER_NODE_ARGS), as the floor and
+    // the peers are: a ratio on the image's Node compares both servers on it.
+    naive = startChild('naive', SERVER_NODE, [...SERVER_NODE_ARGS, join(BENCH_DIR, 'naive-server.mjs')], {
       cwd: ROOT_DIR,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: LOOPBACK, PORT: String(naivePort), DATABASE_URL: target.url, POOL_MAX: String(options.poolMax) },
       logFile: join(logDir, 'naive.log'),

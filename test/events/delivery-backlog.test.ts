@@ -173,7 +173,7 @@ onServer?.('the delivery statements on PostgreSQL', () => {
       }
       const named = await rowsOf<{ name: string; generic: number }>(
         single.db,
-        sql`SELECT name, generic_plans::int AS generic FROM pg_prepared_statements WHERE name LIKE 'webhook\_%' ORDER BY name`,
+        sql`SELECT name, generic_plans::int AS generic FROM pg_prepared_statements WHERE name IN ('webhook_fan_out', 'webhook_settle_and_claim') ORDER BY name`,
       );
       if (throughPooler) expect(named).toEqual([]);
       else
