@@ -1,15 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
+import { startPeriodicSweep, type PeriodicSweep } from '../kernel/periodic-sweep.js';
 import { deleteSettledEvents } from './events-repository.js';
 
 // The outbox keeps an event, with its deliveries, for `retentionDays` (docs/events.md, "Retention"),
-// then deletes it once none of its deliveries is pending: a sweep every `intervalMs`, the first
-// at a random point of the first interval (not at start-up, where it would compete with
-// everything else, and so that replicas started together do not sweep together), in batches of
-// `batch`, the next batch at once while one comes back full, so the deletion keeps up with any
-// rate of events without one long statement. Every replica sweeps; a row another replica is
-// deleting is skipped, not waited for.
+// then deletes it once none of its deliveries is pending: a sweep every `intervalMs` (when:
+// kernel/periodic-sweep.ts), in batches of `batch`, the next batch at once while one comes back
+// full, so the deletion keeps up with any rate of events without one long statement. Every
+// replica sweeps; a row another replica is deleting is skipped, not waited for.
 export interface OutboxRetentionOptions {
   db: Db;
   log: FastifyBaseLogger;
@@ -21,38 +20,20 @@ export interface OutboxRetentionOptions {
 const SWEEP_INTERVAL_MS = 5 * 60 * 1000;
 const SWEEP_BATCH = 1000;
 
-export function startOutboxRetention(options: OutboxRetentionOptions): { stop(): Promise<void> } {
+export function startOutboxRetention(options: OutboxRetentionOptions): PeriodicSweep {
   const { db, log, retentionDays, intervalMs = SWEEP_INTERVAL_MS, batch = SWEEP_BATCH } = options;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> = Promise.resolve();
-
-  async function sweep(): Promise<void> {
-    try {
+  return startPeriodicSweep({
+    intervalMs,
+    async run(stopping) {
       let deleted = 0;
-      for (let full = true; full && !stopped; ) {
+      for (let full = true; full && !stopping(); ) {
         const count = await deleteSettledEvents(db, retentionDays, batch);
         deleted += count;
         full = count === batch;
       }
       if (deleted > 0) log.info({ deleted, retentionDays }, 'outbox events past their retention deleted');
-    } catch (error) {
-      // Nothing is lost by a sweep that fails: the next one deletes what this one did not.
-      log.warn({ err: loggableError(error) }, 'outbox retention sweep failed; the next one tries again');
-    }
-    if (!stopped) sweepIn(intervalMs);
-  }
-
-  function sweepIn(ms: number): void {
-    timer = setTimeout(() => (running = sweep()), ms).unref();
-  }
-
-  sweepIn(Math.random() * intervalMs);
-  return {
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
     },
-  };
+    // Nothing is lost by a sweep that fails: the next one deletes what this one did not.
+    onError: (error) => log.warn({ err: loggableError(error) }, 'outbox retention sweep failed; the next one tries again'),
+  });
 }
