@@ -5,6 +5,8 @@ import { requireAdmin, requireScope } from '../auth/auth-plugin.js';
 import { describeErrorShapes } from '../http/errors/error-shapes.js';
 import { serveErrorFamily } from '../http/errors/error-families.js';
 import { API_ROUTES_NEED } from '../http/plugin-order.js';
+import type { PeriodicSweep } from '../kernel/periodic-sweep.js';
+import { startAbandonedRotationsSweep } from './abandoned-rotations.js';
 import { ASSET_MANAGEMENT_ERRORS, ASSET_MANAGEMENT_ERROR_FAMILY, assetManagementResponses } from './asset-management-error-family.js';
 import {
   assetOutput,
@@ -51,6 +53,8 @@ export interface AssetManagementRoutesOptions {
   passwordHashParams?: Argon2Params | undefined;
   // The station side (station-link.ts): the stations area's connections.
   stations: StationLink;
+  // How often changes whose waiting replica died are looked for (abandoned-rotations.ts).
+  abandonedSweepMs?: number | undefined;
 }
 
 // The asset-management family, registered with the prefix /asset-management/v1: its errors, the
@@ -72,6 +76,15 @@ async function assetManagementRoutes(app: FastifyInstance, options: AssetManagem
   const { ocppMinSecurityProfile } = app.config;
   // Where a new resource is read: the Location of a 201.
   const location = (collection: string, id: string) => `${app.prefix}/${collection}/${encodeURIComponent(id)}`;
+
+  let sweep: PeriodicSweep | undefined;
+  app.addHook('onReady', async () => {
+    sweep = startAbandonedRotationsSweep({ db, log: app.log.child({ component: 'password-rotation' }), intervalMs: options.abandonedSweepMs });
+  });
+  // While the database is still open.
+  app.addHook('preClose', async () => {
+    await sweep?.stop();
+  });
 
   r.post(
     '/charging-station-models',

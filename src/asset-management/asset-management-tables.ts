@@ -117,6 +117,9 @@ export const assets = pgTable(
   },
   (t) => [
     index('assets_network_id_idx').on(t.network, t.id),
+    // The changes each replica's sweep looks for every few seconds (abandoned-rotations.ts): only
+    // those in flight, by deadline, so the sweep reads none of the other assets.
+    index('assets_rotation_in_flight_idx').on(t.rotationDeadline).where(sql`${t.rotationState} = 'IN_FLIGHT'`),
     foreignKey({ columns: [t.chargingStationModelId], foreignColumns: [chargingStationModels.id], name: 'assets_charging_station_model_fk' }),
     check('assets_ocpp_version_enum', isOneOf(t.ocppVersion, OCPP_VERSIONS)),
     check(

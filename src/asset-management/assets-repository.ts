@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, isNotNull, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, lt, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
 import type { NetworkScope } from '../kernel/network-scope.js';
@@ -185,6 +185,18 @@ export async function dropPending(db: Executor, change: { id: string; rotationId
     .update(assets)
     .set({ pendingPasswordHash: null, rotationState: change.state, rotationResolvedAt: sql`now()`, rotationDeadline: null })
     .where(ofRotation(change.id, change.rotationId));
+}
+
+// IN_FLIGHT rotations past their deadline, oldest first: the replica that waited for the station's
+// answer died. Every network's: the sweep that records them works for the whole service, and
+// each is then locked and decided on its own (password-rotation-service.ts).
+export async function abandonedRotations(db: Executor, limit: number): Promise<{ id: string }[]> {
+  return db
+    .select({ id: assets.id })
+    .from(assets)
+    .where(and(eq(assets.rotationState, 'IN_FLIGHT'), lt(assets.rotationDeadline, sql`now()`)))
+    .orderBy(asc(assets.rotationDeadline))
+    .limit(limit);
 }
 
 export async function markUnconfirmed(db: Executor, change: { id: string; rotationId: string }): Promise<void> {

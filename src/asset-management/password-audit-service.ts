@@ -5,8 +5,8 @@
 // Never a password or hash in an event: only the asset, its network, the change and the outcome.
 import type { Executor } from '../db/database.js';
 import { appendEvents, type NewEvent } from '../events/events-service.js';
-import { insertPasswordChange, markStaleLogin, updatePasswordChange } from './assets-repository.js';
-import type { RotationOutcome, RotationResolution } from './rotation.js';
+import { insertPasswordChange, markStaleLogin, markUnconfirmed, updatePasswordChange } from './assets-repository.js';
+import type { RotationOutcome, RotationResolution, RotationState } from './rotation.js';
 
 // A change of an asset's password, as its audit row and its events name it.
 export type ChangeRef = { rotationId: string; assetId: string; network: string };
@@ -32,6 +32,18 @@ export async function recordPasswordChange(
 export async function recordOutcome(tx: Executor, change: ChangeRef, outcome: RotationOutcome, at?: Date): Promise<void> {
   const updatedAt = await updatePasswordChange(tx, change.rotationId, { outcome });
   await appendEvents(tx, [passwordChanged(change, outcome, at ?? updatedAt)]);
+}
+
+// An IN_FLIGHT change past its deadline lost the replica that waited for the station's answer
+// (docs/rotation.md, "The state machine"). Whoever finds it first under the row's lock (the sweep,
+// a login that resolves it, a forced change that replaces it) records the UNCONFIRMED outcome that
+// replica would have recorded, with its event, before anything resolves it. False when the change
+// is not such a one.
+export async function recordAbandoned(tx: Executor, change: ChangeRef, row: { rotationState: RotationState | null; deadlinePassed: boolean }): Promise<boolean> {
+  if (row.rotationState !== 'IN_FLIGHT' || !row.deadlinePassed) return false;
+  await markUnconfirmed(tx, { id: change.assetId, rotationId: change.rotationId });
+  await recordOutcome(tx, change, 'UNCONFIRMED');
+  return true;
 }
 
 // How an UNCONFIRMED change ended: an event of its own, under that change's id. `at` as for

@@ -8,9 +8,9 @@ import { BadRequestError, ConflictError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { NetworkScope } from '../kernel/network-scope.js';
 import { profileUsesClientCertificates } from '../kernel/ocpp-vocabulary.js';
-import { claimRotation, dropPending, findAsset, lockRotation, markUnconfirmed, promotePending, updateAssetPassword } from './assets-repository.js';
+import { abandonedRotations, claimRotation, dropPending, findAsset, lockRotation, markUnconfirmed, promotePending, updateAssetPassword } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
-import { recordOutcome, recordPasswordChange, recordResolution } from './password-audit-service.js';
+import { recordAbandoned, recordOutcome, recordPasswordChange, recordResolution } from './password-audit-service.js';
 import { hashAssetPassword, type Argon2Params } from './password-hashing.js';
 import { generatePassword, passwordProblem } from './password-rules.js';
 import { answerOutcome, decideRequest, describeAnswer, effectiveState, stateAfterAnswer, type RotationState, type StationAnswer, type StationReach } from './rotation.js';
@@ -99,11 +99,13 @@ export async function changeAssetPassword(
     if (decision.kind === 'refuse') throw decision.code === STATION_OFFLINE ? offline(asset.id) : inProgress(asset.id);
     const audit = { rotationId, assetId: asset.id, network: asset.network, actorClientId: actor.clientId, generated };
     if (decision.kind === 'store') {
+      const replaced = row.rotationId ? { rotationId: row.rotationId, assetId: asset.id, network: asset.network } : null;
+      if (replaced) await recordAbandoned(tx, replaced, row);
       const updated = await updateAssetPassword(tx, { id: asset.id, network: asset.network, passwordHash, rotationId, state: decision.outcome });
       if (!updated) throw assetNotFound(input.id);
       // A forced change ends the unconfirmed rotation it replaces.
-      if (row.rotationId && row.rotationState && effectiveState(row.rotationState, row.deadlinePassed) === 'UNCONFIRMED') {
-        await recordResolution(tx, { rotationId: row.rotationId, assetId: asset.id, network: asset.network }, 'FORCED');
+      if (replaced && row.rotationState && effectiveState(row.rotationState, row.deadlinePassed) === 'UNCONFIRMED') {
+        await recordResolution(tx, replaced, 'FORCED');
       }
       await recordPasswordChange(tx, { ...audit, changedAt: updated.passwordChangedAt, outcome: decision.outcome });
       return { stored: updated.passwordChangedAt };
@@ -156,6 +158,21 @@ async function connectedBefore(port: StationLink, assetId: string, deadline: num
   }
 }
 
+// IN_FLIGHT changes whose deadline has passed, up to `limit`: each recorded UNCONFIRMED with its
+// event, as the replica that waited for the answer would have done had it not died. A change that
+// a login or a forced change moved on meanwhile is theirs. Returns how many were recorded.
+export async function settleAbandonedRotations(db: Db, limit: number): Promise<number> {
+  let recorded = 0;
+  for (const { id } of await abandonedRotations(db, limit)) {
+    const done = await db.transaction(async (tx) => {
+      const row = await lockRotation(tx, { network: null }, id);
+      return row?.rotationId ? recordAbandoned(tx, { rotationId: row.rotationId, assetId: id, network: row.network }, row) : false;
+    });
+    if (done) recorded++;
+  }
+  return recorded;
+}
+
 // Applies the answer to the rotation if it is still IN_FLIGHT; otherwise (a login past the
 // deadline resolved it first) reports where it stands.
 async function settle(
@@ -169,7 +186,7 @@ async function settle(
     if (!row || row.rotationId !== rotationId) return { state: null, passwordChangedAt: null };
     const change = { rotationId, assetId, network: row.network };
     if (row.rotationState !== 'IN_FLIGHT') {
-      await recordOutcome(tx, change, 'UNCONFIRMED');
+      // Whoever moved it on past the deadline recorded its UNCONFIRMED outcome (recordAbandoned).
       const current = await findAsset(tx, { network: null }, assetId);
       return { state: row.rotationState, passwordChangedAt: current?.passwordChangedAt ?? null };
     }

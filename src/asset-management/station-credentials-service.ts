@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db, Executor } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
 import { dropPending, findStationLogins, lockRotation, promotePending, type StationLoginRow } from './assets-repository.js';
-import { recordReplacedLogin, recordResolution } from './password-audit-service.js';
+import { recordAbandoned, recordReplacedLogin, recordResolution } from './password-audit-service.js';
 import { chooseSlowCheck, type LoginMemory, type SlowCandidate } from './credential-choice.js';
 import { isSlowHash, verifyPassword, type HashRunner } from './password-hashing.js';
 import { afterLogin, loginSlots, reportsReplacedLogin, type Slot } from './rotation.js';
@@ -155,10 +155,12 @@ async function recordStationLogin(db: Db, assetId: string, slot: Slot): Promise<
     const row = await lockRotation(tx, { network: null }, assetId);
     if (!row?.rotationId) return;
     const next = afterLogin(row.rotationState, row.deadlinePassed, slot);
+    if (next === null) return;
+    const change = { rotationId: row.rotationId, assetId, network: row.network };
+    await recordAbandoned(tx, change, row);
     let switchedAt: Date | undefined;
     if (next === 'CONFIRMED') switchedAt = await promotePending(tx, { id: assetId, rotationId: row.rotationId, state: next });
-    else if (next === 'DISCARDED') await dropPending(tx, { id: assetId, rotationId: row.rotationId, state: next });
-    else return;
-    await recordResolution(tx, { rotationId: row.rotationId, assetId, network: row.network }, next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED', switchedAt);
+    else await dropPending(tx, { id: assetId, rotationId: row.rotationId, state: next });
+    await recordResolution(tx, change, next === 'CONFIRMED' ? 'NEW_USED' : 'OLD_USED', switchedAt);
   });
 }

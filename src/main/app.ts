@@ -49,6 +49,9 @@ export interface BuildOptions {
   webhookPollIntervalMs?: number;
   // How webhook target host names resolve (default: the system's resolver); tests pass their own.
   webhookResolveHost?: ResolveHost;
+  // How often a replica looks for password changes whose waiting replica died (default 5 s); tests
+  // shorten it.
+  abandonedRotationsSweepMs?: number;
 }
 
 // What the app was built with, for the plugins that read it at start-up or per request: the
@@ -163,7 +166,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs, pollIntervalMs: options.webhookPollIntervalMs, resolveHost: options.webhookResolveHost });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
-  await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations });
+  await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations, abandonedSweepMs: options.abandonedRotationsSweepMs });
   await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX, resolveHost: options.webhookResolveHost });
 
   return app;

@@ -6,10 +6,16 @@
 // delivery worker reads it, and once as a subscriber receives it.
 import { sql } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
+import { claimRotation } from '../../src/asset-management/assets-repository.js';
+import { recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
+import { hashAssetPassword } from '../../src/asset-management/password-hashing.js';
+import { settleAbandonedRotations } from '../../src/asset-management/password-rotation-service.js';
 import { rowsOf } from '../../src/db/database.js';
 import { passwordChangedDataSchema, passwordIgnoredDataSchema } from '../../src/events/event-types.js';
+import { newId } from '../../src/kernel/ids.js';
 import { subprotocolOf, type OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
 import { ASSET_WRITER, createAsset, familyError, uniqueNetwork } from '../helpers/asset-factory.js';
+import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 import { startReceiver, verified } from '../helpers/webhook-receiver.js';
 import {
   PASSWORD_COMMAND,
@@ -25,7 +31,9 @@ import {
 
 const URL_ = '/asset-management/v1/assets/change-password';
 
-const t = useStationApp({ env: { OCPP_CALL_TIMEOUT_SECONDS: '1', WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' } });
+// The sweep that records changes whose waiting replica died never runs here, so that the tests of
+// such changes see what a login or a forced change records of them; the sweep has its own below.
+const t = useStationApp({ env: { OCPP_CALL_TIMEOUT_SECONDS: '1', WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' }, abandonedRotationsSweepMs: 3_600_000 });
 
 type PasswordEvent = { type: string; network: string; data: { assetId: string; network: string; rotationId: string; outcome?: string; at: string } };
 
@@ -147,6 +155,73 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s: asset.password.changed', (ver
     expect(events.map((event) => event.data.outcome)).toEqual(['PROVISIONED', 'UNCONFIRMED', 'OLD_USED']);
     // Nothing switched: dated with the resolution, as the asset's rotation shows it.
     expect(events[2]!.data.at).toBe((await rotation(s.id)).resolvedAt);
+  });
+});
+
+// What a replica that died while it waited for the station's answer leaves behind: the change
+// claimed (IN_FLIGHT, the new password pending, its audit row without an outcome) and its deadline
+// passed, with nobody to record the outcome.
+async function abandonedChange(s: ProvisionedStation, password: string): Promise<string> {
+  const rotationId = newId('apc');
+  const pendingPasswordHash = await hashAssetPassword(s.ocppVersion, password, { generated: false, passwordHashParams: CHEAP_HASH });
+  await t.database.db.transaction(async (tx) => {
+    const changedAt = await claimRotation(tx, { id: s.id, pendingPasswordHash, rotationId, deadlineMs: -1_000 });
+    await recordPasswordChange(tx, { rotationId, assetId: s.id, network: s.network, actorClientId: 'cli_replica_died', generated: false, changedAt, outcome: null });
+  });
+  return rotationId;
+}
+
+describe('asset.password.changed: a change whose waiting replica died', () => {
+  const password = 'Replica-Died-9f3Kq2';
+
+  it('the sweep records its UNCONFIRMED outcome once, and a later login its resolution', async () => {
+    const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+    const rotationId = await abandonedChange(s, password);
+    expect(await outcomesOf(s.id)).toEqual([['asset.password.changed', 'PROVISIONED']]);
+    // Other tests' changes may be swept too: at least this one.
+    expect(await settleAbandonedRotations(t.database.db, 1_000)).toBeGreaterThanOrEqual(1);
+    expect(await settleAbandonedRotations(t.database.db, 1_000)).toBe(0);
+    expect((await rotation(s.id)).state).toBe('UNCONFIRMED');
+    expect(await login(s, password)).toBe(101);
+    const events = await eventsOf(s.id);
+    expect(events.map((event) => [event.data.outcome, event.data.rotationId])).toEqual([
+      ['PROVISIONED', expect.not.stringMatching(rotationId)],
+      ['UNCONFIRMED', rotationId],
+      ['NEW_USED', rotationId],
+    ]);
+  });
+
+  it('a login before the sweep: UNCONFIRMED is recorded first, then the resolution (OLD_USED, NEW_USED)', async () => {
+    for (const [used, resolution] of [
+      ['old', 'OLD_USED'],
+      ['new', 'NEW_USED'],
+    ] as const) {
+      const s = await provisionStation(t, { ocppVersion: '2.0.1' });
+      const rotationId = await abandonedChange(s, password);
+      expect(await login(s, used === 'old' ? s.password : password)).toBe(101);
+      const events = await eventsOf(s.id);
+      expect(events.slice(1).map((event) => [event.data.outcome, event.data.rotationId])).toEqual([
+        ['UNCONFIRMED', rotationId],
+        [resolution, rotationId],
+      ]);
+      expect((await rotation(s.id)).state).toBe(used === 'old' ? 'DISCARDED' : 'CONFIRMED');
+    }
+  });
+
+  it('a forced change before the sweep: UNCONFIRMED, its resolution FORCED, and the new change FORCED', async () => {
+    // The station took the command's connection down with it: it is offline, as a forced change needs.
+    const s = await stationAnswering('2.0.1', silent);
+    await disconnect(s);
+    const abandoned = await abandonedChange(s, password);
+    const res = await post({ id: s.id, force: true });
+    expect(res.statusCode, res.body).toBe(200);
+    const forced = (await rotation(s.id)).id;
+    const events = await eventsOf(s.id);
+    expect(events.slice(1).map((event) => [event.data.outcome, event.data.rotationId])).toEqual([
+      ['UNCONFIRMED', abandoned],
+      ['FORCED', abandoned],
+      ['FORCED', forced],
+    ]);
   });
 });
 

@@ -45,6 +45,8 @@ export interface TestAppOptions {
   webhookPollIntervalMs?: number;
   // How webhook target host names resolve (default: the system's resolver).
   webhookResolveHost?: ResolveHost;
+  // How often password changes whose waiting replica died are looked for (default: production's).
+  abandonedRotationsSweepMs?: number;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -68,7 +70,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs, webhookPollIntervalMs: options.webhookPollIntervalMs, webhookResolveHost: options.webhookResolveHost });
+  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs, webhookPollIntervalMs: options.webhookPollIntervalMs, webhookResolveHost: options.webhookResolveHost, abandonedRotationsSweepMs: options.abandonedRotationsSweepMs });
   await options.routes?.(app);
   await app.ready();
   return {

@@ -1,0 +1,1 @@
+CREATE INDEX "assets_rotation_in_flight_idx" ON "assets" USING btree ("rotation_deadline") WHERE "assets"."rotation_state" = 'IN_FLIGHT';

@@ -1,0 +1,52 @@
+// Every replica looks for password changes whose waiting replica died (docs/rotation.md, "The
+// state machine"): an IN_FLIGHT change past its deadline is recorded UNCONFIRMED, in its audit row
+// and as an `asset.password.changed` event, without a login of the station. What a login or a
+// forced change records of such a change is in test/events/password-events.test.ts.
+import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { claimRotation } from '../../src/asset-management/assets-repository.js';
+import { recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
+import { rowsOf } from '../../src/db/database.js';
+import { newId } from '../../src/kernel/ids.js';
+import { createAsset } from '../helpers/asset-factory.js';
+import { eventually } from '../helpers/eventually.js';
+import { useTestApp } from '../helpers/test-app.js';
+
+const t = useTestApp({ abandonedRotationsSweepMs: 50 });
+
+describe('the sweep of changes whose waiting replica died', () => {
+  it('records each UNCONFIRMED with its event, once, in the asset’s network; a change still within its deadline is left to its replica', async () => {
+    const [abandoned, waiting] = [await createAsset(t), await createAsset(t)];
+    const claim = async (assetId: string, network: string, deadlineMs: number) => {
+      const rotationId = newId('apc');
+      await t.database.db.transaction(async (tx) => {
+        const changedAt = await claimRotation(tx, { id: assetId, pendingPasswordHash: 'hmac-sha256$unused', rotationId, deadlineMs });
+        await recordPasswordChange(tx, { rotationId, assetId, network, actorClientId: 'cli_replica_died', generated: true, changedAt, outcome: null });
+      });
+      return rotationId;
+    };
+    const died = await claim(abandoned.id, abandoned.network, -1_000);
+    const alive = await claim(waiting.id, waiting.network, 3_600_000);
+
+    const events = (assetId: string) =>
+      rowsOf<{ network: string; data: string }>(t.database.db, sql`SELECT network, data FROM events WHERE type = 'asset.password.changed' AND (data::json)->>'assetId' = ${assetId} ORDER BY id`);
+    const rotationOf = async (id: string) => {
+      const res = await t.app.inject({ url: `/asset-management/v1/assets/${id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } });
+      return res.json().data.rotation as { id: string; state: string };
+    };
+
+    await eventually(async () => expect((await events(abandoned.id)).length).toBe(1));
+    const [event] = await events(abandoned.id);
+    expect(event!.network).toBe(abandoned.network);
+    expect(JSON.parse(event!.data)).toMatchObject({ assetId: abandoned.id, network: abandoned.network, rotationId: died, outcome: 'UNCONFIRMED' });
+    const [audit] = await rowsOf<{ outcome: string | null }>(t.database.db, sql`SELECT outcome FROM asset_password_changes WHERE id = ${died}`);
+    expect(audit?.outcome).toBe('UNCONFIRMED');
+    expect(await rotationOf(abandoned.id)).toMatchObject({ id: died, state: 'UNCONFIRMED' });
+
+    // Several sweeps later: still the one event, and the change within its deadline untouched.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await events(abandoned.id)).toHaveLength(1);
+    expect(await events(waiting.id)).toEqual([]);
+    expect(await rotationOf(waiting.id)).toMatchObject({ id: alive, state: 'IN_FLIGHT' });
+  });
+});
