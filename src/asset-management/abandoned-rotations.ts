@@ -5,14 +5,16 @@ import { startPeriodicSweep, type PeriodicSweep } from '../kernel/periodic-sweep
 import { settleAbandonedRotations } from './password-rotation-service.js';
 
 // Every replica records, every `intervalMs`, the password changes whose waiting replica died: an
-// IN_FLIGHT change past its deadline becomes UNCONFIRMED in its audit row, with its
-// `asset.password.changed` event (docs/rotation.md, "The state machine"), so that operators learn
-// of it without a login of the station. Batches of `batch`, the next at once while one is full.
+// IN_FLIGHT change well past its deadline becomes UNCONFIRMED in its audit row, with its
+// `asset.password.changed` event (docs/rotation.md, "A change whose replica died"), so that
+// operators learn of it without a login of the station. Batches of `batch`, each one transaction,
+// the next at once while one is full.
 export const ABANDONED_SWEEP_INTERVAL_MS = 5_000;
 const SWEEP_BATCH = 100;
 
 export function startAbandonedRotationsSweep(options: { db: Db; log: FastifyBaseLogger; intervalMs?: number; batch?: number }): PeriodicSweep {
   const { db, log, intervalMs = ABANDONED_SWEEP_INTERVAL_MS, batch = SWEEP_BATCH } = options;
+  let failing = false;
   return startPeriodicSweep({
     intervalMs,
     async run(stopping) {
@@ -21,8 +23,14 @@ export function startAbandonedRotationsSweep(options: { db: Db; log: FastifyBase
         if (recorded > 0) log.warn({ recorded }, 'password changes whose waiting replica died recorded as UNCONFIRMED');
         full = recorded === batch;
       }
+      if (failing) log.info('password changes whose waiting replica died are looked for again');
+      failing = false;
     },
-    // The next sweep finds them again: their rows say IN_FLIGHT until one is recorded.
-    onError: (error) => log.warn({ err: loggableError(error) }, 'could not record abandoned password changes; the next sweep tries again'),
+    // The next sweep finds them again: their rows say IN_FLIGHT until one is recorded. Said once
+    // while the database does not answer, not every interval.
+    onError: (error) => {
+      if (!failing) log.warn({ err: loggableError(error) }, 'could not record abandoned password changes; the sweep tries again every interval');
+      failing = true;
+    },
   });
 }

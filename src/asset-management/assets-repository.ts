@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, isNotNull, lt, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
 import type { NetworkScope } from '../kernel/network-scope.js';
@@ -187,16 +187,19 @@ export async function dropPending(db: Executor, change: { id: string; rotationId
     .where(ofRotation(change.id, change.rotationId));
 }
 
-// IN_FLIGHT rotations past their deadline, oldest first: the replica that waited for the station's
-// answer died. Every network's: the sweep that records them works for the whole service, and
-// each is then locked and decided on its own (password-rotation-service.ts).
-export async function abandonedRotations(db: Executor, limit: number): Promise<{ id: string }[]> {
+// IN_FLIGHT rotations whose deadline passed more than `marginMs` ago, oldest first, locked for
+// the caller's transaction; rows another transaction holds are skipped, not waited for. Every
+// network's: the sweep that records them works for the whole service (password-rotation-service.ts).
+// The state is written out, not a parameter, so that even a generic plan can read the partial
+// index of changes in flight.
+export async function lockAbandonedRotations(db: Executor, limit: number, marginMs: number): Promise<{ id: string }[]> {
   return db
     .select({ id: assets.id })
     .from(assets)
-    .where(and(eq(assets.rotationState, 'IN_FLIGHT'), lt(assets.rotationDeadline, sql`now()`)))
+    .where(and(sql`${assets.rotationState} = 'IN_FLIGHT'`, lt(assets.rotationDeadline, sql`now() - make_interval(secs => ${marginMs / 1000})`)))
     .orderBy(asc(assets.rotationDeadline))
-    .limit(limit);
+    .limit(limit)
+    .for('update', { skipLocked: true });
 }
 
 export async function markUnconfirmed(db: Executor, change: { id: string; rotationId: string }): Promise<void> {
@@ -266,11 +269,13 @@ export async function updatePasswordChange(
   db: Executor,
   id: string,
   update: { outcome: RotationOutcome } | { resolution: RotationResolution },
-): Promise<Date> {
+): Promise<Date | undefined> {
   const [row] = await db
     .update(assetPasswordChanges)
     .set({ ...update, ...('resolution' in update ? { resolvedAt: sql`now()` } : {}) })
-    .where(eq(assetPasswordChanges.id, id))
+    // An outcome is written once: whoever records it second (a replica that only stalled, one of
+    // an older version) changes nothing.
+    .where(and(eq(assetPasswordChanges.id, id), 'outcome' in update ? isNull(assetPasswordChanges.outcome) : undefined))
     .returning({ at: sql<Date>`now()::timestamptz(3)`.mapWith(assetPasswordChanges.changedAt) });
-  return row?.at ?? new Date();
+  return row?.at;
 }

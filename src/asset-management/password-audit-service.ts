@@ -27,11 +27,12 @@ export async function recordPasswordChange(
   if (outcome !== null) await appendEvents(tx, [passwordChanged(audit, outcome, changedAt)]);
 }
 
-// The outcome of a change whose command went to the station. `at`: when it took effect (the
-// switch's passwordChangedAt); by default the database's time of the update.
+// The outcome of a change whose command went to the station, and its event; nothing when the
+// change has one already (an outcome is recorded once). `at`: when it took effect (the switch's
+// passwordChangedAt); by default the database's time of the update.
 export async function recordOutcome(tx: Executor, change: ChangeRef, outcome: RotationOutcome, at?: Date): Promise<void> {
   const updatedAt = await updatePasswordChange(tx, change.rotationId, { outcome });
-  await appendEvents(tx, [passwordChanged(change, outcome, at ?? updatedAt)]);
+  if (updatedAt) await appendEvents(tx, [passwordChanged(change, outcome, at ?? updatedAt)]);
 }
 
 // An IN_FLIGHT change past its deadline lost the replica that waited for the station's answer
@@ -50,7 +51,7 @@ export async function recordAbandoned(tx: Executor, change: ChangeRef, row: { ro
 // recordOutcome: the switch's passwordChangedAt when the new password became the only one.
 export async function recordResolution(tx: Executor, change: ChangeRef, resolution: RotationResolution, at?: Date): Promise<void> {
   const resolvedAt = await updatePasswordChange(tx, change.rotationId, { resolution });
-  await appendEvents(tx, [passwordChanged(change, resolution, at ?? resolvedAt)]);
+  await appendEvents(tx, [passwordChanged(change, resolution, at ?? resolvedAt ?? new Date())]);
 }
 
 // A station tried the password its latest switch retired: the rotation's staleLoginAt, and on the

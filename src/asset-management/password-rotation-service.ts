@@ -8,7 +8,7 @@ import { BadRequestError, ConflictError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { NetworkScope } from '../kernel/network-scope.js';
 import { profileUsesClientCertificates } from '../kernel/ocpp-vocabulary.js';
-import { abandonedRotations, claimRotation, dropPending, findAsset, lockRotation, markUnconfirmed, promotePending, updateAssetPassword } from './assets-repository.js';
+import { claimRotation, dropPending, findAsset, lockRotation, markUnconfirmed, lockAbandonedRotations, promotePending, updateAssetPassword } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
 import { recordAbandoned, recordOutcome, recordPasswordChange, recordResolution } from './password-audit-service.js';
 import { hashAssetPassword, type Argon2Params } from './password-hashing.js';
@@ -158,19 +158,23 @@ async function connectedBefore(port: StationLink, assetId: string, deadline: num
   }
 }
 
-// IN_FLIGHT changes whose deadline has passed, up to `limit`: each recorded UNCONFIRMED with its
-// event, as the replica that waited for the answer would have done had it not died. A change that
-// a login or a forced change moved on meanwhile is theirs. Returns how many were recorded.
+// The sweep waits this long past a change's deadline, so that a replica that is alive but slow (a
+// connection waited for, a statement near its timeout) records its own answer first.
+export const ABANDONED_MARGIN_MS = 30_000;
+
+// IN_FLIGHT changes whose deadline passed over ABANDONED_MARGIN_MS ago, up to `limit`, in one
+// transaction: each recorded UNCONFIRMED with its event, as the replica that waited for the answer
+// would have done had it not died. Changes another replica is recording are skipped. Returns how
+// many were found (all of them recorded, or none if the transaction failed).
 export async function settleAbandonedRotations(db: Db, limit: number): Promise<number> {
-  let recorded = 0;
-  for (const { id } of await abandonedRotations(db, limit)) {
-    const done = await db.transaction(async (tx) => {
+  return db.transaction(async (tx) => {
+    const found = await lockAbandonedRotations(tx, limit, ABANDONED_MARGIN_MS);
+    for (const { id } of found) {
       const row = await lockRotation(tx, { network: null }, id);
-      return row?.rotationId ? recordAbandoned(tx, { rotationId: row.rotationId, assetId: id, network: row.network }, row) : false;
-    });
-    if (done) recorded++;
-  }
-  return recorded;
+      if (row?.rotationId) await recordAbandoned(tx, { rotationId: row.rotationId, assetId: id, network: row.network }, row);
+    }
+    return found.length;
+  });
 }
 
 // Applies the answer to the rotation if it is still IN_FLIGHT; otherwise (a login past the
@@ -186,7 +190,9 @@ async function settle(
     if (!row || row.rotationId !== rotationId) return { state: null, passwordChangedAt: null };
     const change = { rotationId, assetId, network: row.network };
     if (row.rotationState !== 'IN_FLIGHT') {
-      // Whoever moved it on past the deadline recorded its UNCONFIRMED outcome (recordAbandoned).
+      // Moved on past the deadline: UNCONFIRMED, unless whoever moved it recorded that already
+      // (recordAbandoned; an outcome is recorded once).
+      await recordOutcome(tx, change, 'UNCONFIRMED');
       const current = await findAsset(tx, { network: null }, assetId);
       return { state: row.rotationState, passwordChangedAt: current?.passwordChangedAt ?? null };
     }

@@ -6,6 +6,7 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { claimRotation } from '../../src/asset-management/assets-repository.js';
 import { recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
+import { ABANDONED_MARGIN_MS } from '../../src/asset-management/password-rotation-service.js';
 import { rowsOf } from '../../src/db/database.js';
 import { newId } from '../../src/kernel/ids.js';
 import { createAsset } from '../helpers/asset-factory.js';
@@ -15,8 +16,8 @@ import { useTestApp } from '../helpers/test-app.js';
 const t = useTestApp({ abandonedRotationsSweepMs: 50 });
 
 describe('the sweep of changes whose waiting replica died', () => {
-  it('records each UNCONFIRMED with its event, once, in the asset’s network; a change still within its deadline is left to its replica', async () => {
-    const [abandoned, waiting] = [await createAsset(t), await createAsset(t)];
+  it('records each UNCONFIRMED with its event, once, in the asset’s network; a change within its deadline, or within the margin after it, is left to its replica', async () => {
+    const [abandoned, waiting, recent] = [await createAsset(t), await createAsset(t), await createAsset(t)];
     const claim = async (assetId: string, network: string, deadlineMs: number) => {
       const rotationId = newId('apc');
       await t.database.db.transaction(async (tx) => {
@@ -25,8 +26,10 @@ describe('the sweep of changes whose waiting replica died', () => {
       });
       return rotationId;
     };
-    const died = await claim(abandoned.id, abandoned.network, -1_000);
+    const died = await claim(abandoned.id, abandoned.network, -(ABANDONED_MARGIN_MS + 30_000));
     const alive = await claim(waiting.id, waiting.network, 3_600_000);
+    // Past its deadline, within the margin a slow replica has to record its own answer.
+    const late = await claim(recent.id, recent.network, -1_000);
 
     const events = (assetId: string) =>
       rowsOf<{ network: string; data: string }>(t.database.db, sql`SELECT network, data FROM events WHERE type = 'asset.password.changed' AND (data::json)->>'assetId' = ${assetId} ORDER BY id`);
@@ -48,5 +51,10 @@ describe('the sweep of changes whose waiting replica died', () => {
     expect(await events(abandoned.id)).toHaveLength(1);
     expect(await events(waiting.id)).toEqual([]);
     expect(await rotationOf(waiting.id)).toMatchObject({ id: alive, state: 'IN_FLIGHT' });
+    expect(await events(recent.id)).toEqual([]);
+    // It reads UNCONFIRMED all the same; only the recording waits.
+    expect(await rotationOf(recent.id)).toMatchObject({ id: late, state: 'UNCONFIRMED' });
+    const [lateAudit] = await rowsOf<{ outcome: string | null }>(t.database.db, sql`SELECT outcome FROM asset_password_changes WHERE id = ${late}`);
+    expect(lateAudit?.outcome).toBeNull();
   });
 });
