@@ -14,7 +14,6 @@ const SWEEP_BATCH = 100;
 
 export function startAbandonedRotationsSweep(options: { db: Db; log: FastifyBaseLogger; intervalMs?: number; batch?: number }): PeriodicSweep {
   const { db, log, intervalMs = ABANDONED_SWEEP_INTERVAL_MS, batch = SWEEP_BATCH } = options;
-  let failing = false;
   return startPeriodicSweep({
     intervalMs,
     async run(stopping) {
@@ -23,14 +22,9 @@ export function startAbandonedRotationsSweep(options: { db: Db; log: FastifyBase
         if (recorded > 0) log.warn({ recorded }, 'password changes whose waiting replica died recorded as UNCONFIRMED');
         full = recorded === batch;
       }
-      if (failing) log.info('password changes whose waiting replica died are looked for again');
-      failing = false;
     },
-    // The next sweep finds them again: their rows say IN_FLIGHT until one is recorded. Said once
-    // while the database does not answer, not every interval.
-    onError: (error) => {
-      if (!failing) log.warn({ err: loggableError(error) }, 'could not record abandoned password changes; the sweep tries again every interval');
-      failing = true;
-    },
+    // The next sweep finds them again: their rows say IN_FLIGHT until one is recorded.
+    onError: (error) => log.warn({ err: loggableError(error) }, 'could not record abandoned password changes; the sweep tries again every interval'),
+    onRecovered: () => log.info('password changes whose waiting replica died are looked for again'),
   });
 }

@@ -192,9 +192,9 @@ export async function dropPending(db: Executor, change: { id: string; rotationId
 // network's: the sweep that records them works for the whole service (password-rotation-service.ts).
 // The state is written out, not a parameter, so that even a generic plan can read the partial
 // index of changes in flight.
-export async function lockAbandonedRotations(db: Executor, limit: number, marginMs: number): Promise<{ id: string }[]> {
+export async function lockAbandonedRotations(db: Executor, limit: number, marginMs: number): Promise<{ id: string; network: string; rotationId: string }[]> {
   return db
-    .select({ id: assets.id })
+    .select({ id: assets.id, network: assets.network, rotationId: sql<string>`${assets.rotationId}` })
     .from(assets)
     .where(and(sql`${assets.rotationState} = 'IN_FLIGHT'`, lt(assets.rotationDeadline, sql`now() - make_interval(secs => ${marginMs / 1000})`)))
     .orderBy(asc(assets.rotationDeadline))

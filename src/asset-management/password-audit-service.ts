@@ -36,15 +36,17 @@ export async function recordOutcome(tx: Executor, change: ChangeRef, outcome: Ro
 }
 
 // An IN_FLIGHT change past its deadline lost the replica that waited for the station's answer
-// (docs/rotation.md, "The state machine"). Whoever finds it first under the row's lock (the sweep,
-// a login that resolves it, a forced change that replaces it) records the UNCONFIRMED outcome that
-// replica would have recorded, with its event, before anything resolves it. False when the change
-// is not such a one.
-export async function recordAbandoned(tx: Executor, change: ChangeRef, row: { rotationState: RotationState | null; deadlinePassed: boolean }): Promise<boolean> {
-  if (row.rotationState !== 'IN_FLIGHT' || !row.deadlinePassed) return false;
+// (docs/rotation.md, "A change whose replica died"). Whoever finds it first under the row's lock
+// (the sweep, a login that resolves it, a forced change that replaces it) records the UNCONFIRMED
+// outcome that replica would have recorded, with its event, before anything resolves it.
+export async function recordAbandoned(tx: Executor, change: ChangeRef): Promise<void> {
   await markUnconfirmed(tx, { id: change.assetId, rotationId: change.rotationId });
   await recordOutcome(tx, change, 'UNCONFIRMED');
-  return true;
+}
+
+// Whether a locked rotation row is such a change.
+export function isAbandoned(row: { rotationState: RotationState | null; deadlinePassed: boolean }): boolean {
+  return row.rotationState === 'IN_FLIGHT' && row.deadlinePassed;
 }
 
 // How an UNCONFIRMED change ended: an event of its own, under that change's id. `at` as for

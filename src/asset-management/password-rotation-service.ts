@@ -8,9 +8,9 @@ import { BadRequestError, ConflictError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { NetworkScope } from '../kernel/network-scope.js';
 import { profileUsesClientCertificates } from '../kernel/ocpp-vocabulary.js';
-import { claimRotation, dropPending, findAsset, lockRotation, markUnconfirmed, lockAbandonedRotations, promotePending, updateAssetPassword } from './assets-repository.js';
+import { claimRotation, dropPending, findAsset, lockAbandonedRotations, lockRotation, markUnconfirmed, promotePending, updateAssetPassword } from './assets-repository.js';
 import { assetNotFound } from './assets-service.js';
-import { recordAbandoned, recordOutcome, recordPasswordChange, recordResolution } from './password-audit-service.js';
+import { isAbandoned, recordAbandoned, recordOutcome, recordPasswordChange, recordResolution } from './password-audit-service.js';
 import { hashAssetPassword, type Argon2Params } from './password-hashing.js';
 import { generatePassword, passwordProblem } from './password-rules.js';
 import { answerOutcome, decideRequest, describeAnswer, effectiveState, stateAfterAnswer, type RotationState, type StationAnswer, type StationReach } from './rotation.js';
@@ -100,7 +100,7 @@ export async function changeAssetPassword(
     const audit = { rotationId, assetId: asset.id, network: asset.network, actorClientId: actor.clientId, generated };
     if (decision.kind === 'store') {
       const replaced = row.rotationId ? { rotationId: row.rotationId, assetId: asset.id, network: asset.network } : null;
-      if (replaced) await recordAbandoned(tx, replaced, row);
+      if (replaced && isAbandoned(row)) await recordAbandoned(tx, replaced);
       const updated = await updateAssetPassword(tx, { id: asset.id, network: asset.network, passwordHash, rotationId, state: decision.outcome });
       if (!updated) throw assetNotFound(input.id);
       // A forced change ends the unconfirmed rotation it replaces.
@@ -164,15 +164,13 @@ export const ABANDONED_MARGIN_MS = 30_000;
 
 // IN_FLIGHT changes whose deadline passed over ABANDONED_MARGIN_MS ago, up to `limit`, in one
 // transaction: each recorded UNCONFIRMED with its event, as the replica that waited for the answer
-// would have done had it not died. Changes another replica is recording are skipped. Returns how
-// many were found (all of them recorded, or none if the transaction failed).
+// would have done had it not died. Changes another replica is recording are skipped; the rows
+// taken stay locked, and PostgreSQL has checked them against the WHERE again once locked, so each
+// is still such a change. Returns how many were recorded.
 export async function settleAbandonedRotations(db: Db, limit: number): Promise<number> {
   return db.transaction(async (tx) => {
     const found = await lockAbandonedRotations(tx, limit, ABANDONED_MARGIN_MS);
-    for (const { id } of found) {
-      const row = await lockRotation(tx, { network: null }, id);
-      if (row?.rotationId) await recordAbandoned(tx, { rotationId: row.rotationId, assetId: id, network: row.network }, row);
-    }
+    for (const { id, network, rotationId } of found) await recordAbandoned(tx, { rotationId, assetId: id, network });
     return found.length;
   });
 }

@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db, Executor } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
 import { dropPending, findStationLogins, lockRotation, promotePending, type StationLoginRow } from './assets-repository.js';
-import { recordAbandoned, recordReplacedLogin, recordResolution } from './password-audit-service.js';
+import { isAbandoned, recordAbandoned, recordReplacedLogin, recordResolution } from './password-audit-service.js';
 import { chooseSlowCheck, type LoginMemory, type SlowCandidate } from './credential-choice.js';
 import { isSlowHash, verifyPassword, type HashRunner } from './password-hashing.js';
 import { afterLogin, loginSlots, reportsReplacedLogin, type Slot } from './rotation.js';
@@ -157,7 +157,7 @@ async function recordStationLogin(db: Db, assetId: string, slot: Slot): Promise<
     const next = afterLogin(row.rotationState, row.deadlinePassed, slot);
     if (next === null) return;
     const change = { rotationId: row.rotationId, assetId, network: row.network };
-    await recordAbandoned(tx, change, row);
+    if (isAbandoned(row)) await recordAbandoned(tx, change);
     let switchedAt: Date | undefined;
     if (next === 'CONFIRMED') switchedAt = await promotePending(tx, { id: assetId, rotationId: row.rotationId, state: next });
     else await dropPending(tx, { id: assetId, rotationId: row.rotationId, state: next });

@@ -29,8 +29,9 @@ const dialect = new PgDialect();
 // The same, as a named statement: on PostgreSQL each connection parses it once, and once the
 // server finds a generic plan as good as its custom ones it stops planning it on every run, which
 // for the delivery worker's statements cost as much as running them or a third of it
-// (docs/events.md, "Delivery and retries"). The text must not vary between runs: a name stands for one text on a connection.
-// PGlite ignores the name; the pooler's connections send it unnamed (src/db/pooler.ts).
+// (docs/events.md, "Delivery and retries"). The text must not vary between runs: a name stands
+// for one text on a connection. PGlite ignores the name; the pooler's connections send it unnamed
+// (src/db/pooler.ts).
 export async function namedRowsOf<T>(db: Executor, name: string, query: SQL): Promise<T[]> {
   const prepared = db._.session.prepareQuery(dialect.sqlToQuery(query), undefined, name, false);
   return ((await prepared.execute()) as { rows: T[] }).rows;

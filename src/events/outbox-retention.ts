@@ -34,6 +34,7 @@ export function startOutboxRetention(options: OutboxRetentionOptions): PeriodicS
       if (deleted > 0) log.info({ deleted, retentionDays }, 'outbox events past their retention deleted');
     },
     // Nothing is lost by a sweep that fails: the next one deletes what this one did not.
-    onError: (error) => log.warn({ err: loggableError(error) }, 'outbox retention sweep failed; the next one tries again'),
+    onError: (error) => log.warn({ err: loggableError(error) }, 'outbox retention sweep failed; the next ones try again'),
+    onRecovered: () => log.info('outbox retention sweep succeeded again'),
   });
 }
