@@ -5,7 +5,7 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { claimRotation } from '../../src/asset-management/assets-repository.js';
-import { recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
+import { recordOutcome, recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
 import { ABANDONED_MARGIN_MS } from '../../src/asset-management/password-rotation-service.js';
 import { rowsOf } from '../../src/db/database.js';
 import { newId } from '../../src/kernel/ids.js';
@@ -45,6 +45,12 @@ describe('the sweep of changes whose waiting replica died', () => {
     const [audit] = await rowsOf<{ outcome: string | null }>(t.database.db, sql`SELECT outcome FROM asset_password_changes WHERE id = ${died}`);
     expect(audit?.outcome).toBe('UNCONFIRMED');
     expect(await rotationOf(abandoned.id)).toMatchObject({ id: died, state: 'UNCONFIRMED' });
+
+    // An outcome is recorded once: the answer of a replica that only stalled, written after the
+    // sweep, changes neither the audit row nor the events (docs/rotation.md).
+    await t.database.db.transaction((tx) => recordOutcome(tx, { rotationId: died, assetId: abandoned.id, network: abandoned.network }, 'ACCEPTED'));
+    const [again] = await rowsOf<{ outcome: string | null }>(t.database.db, sql`SELECT outcome FROM asset_password_changes WHERE id = ${died}`);
+    expect(again?.outcome).toBe('UNCONFIRMED');
 
     // Several sweeps later: still the one event, and the change within its deadline untouched.
     await new Promise((resolve) => setTimeout(resolve, 300));
