@@ -2,15 +2,21 @@
 // state machine"): an IN_FLIGHT change past its deadline is recorded UNCONFIRMED, in its audit row
 // and as an `asset.password.changed` event, without a login of the station. What a login or a
 // forced change records of such a change is in test/events/password-events.test.ts.
+//
+// Sweeps of several replicas meet on the same rows: each change is recorded once, by one of them,
+// with one event. The last test has three connection pools on one PostgreSQL database stand for
+// the replicas' (the sweep is one statement's row locks and one conditional write, nothing held
+// in the process), racing in small batches so that they meet often.
 import { sql } from 'drizzle-orm';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimRotation } from '../../src/asset-management/assets-repository.js';
 import { recordOutcome, recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
-import { ABANDONED_MARGIN_MS } from '../../src/asset-management/password-rotation-service.js';
-import { rowsOf } from '../../src/db/database.js';
+import { ABANDONED_MARGIN_MS, settleAbandonedRotations } from '../../src/asset-management/password-rotation-service.js';
+import { openDatabase, rowsOf, type Database } from '../../src/db/database.js';
 import { newId } from '../../src/kernel/ids.js';
 import { createAsset } from '../helpers/asset-factory.js';
 import { eventually } from '../helpers/eventually.js';
+import { databaseUrlOf } from '../helpers/test-database.js';
 import { useTestApp } from '../helpers/test-app.js';
 
 const t = useTestApp({ abandonedRotationsSweepMs: 50 });
@@ -62,5 +68,57 @@ describe('the sweep of changes whose waiting replica died', () => {
     expect(await rotationOf(recent.id)).toMatchObject({ id: late, state: 'UNCONFIRMED' });
     const [lateAudit] = await rowsOf<{ outcome: string | null }>(t.database.db, sql`SELECT outcome FROM asset_password_changes WHERE id = ${late}`);
     expect(lateAudit?.outcome).toBeNull();
+  });
+});
+
+const onServer = process.env.DATABASE_URL ? describe : undefined;
+
+onServer?.('sweeps of several replicas at once (PostgreSQL)', () => {
+  // The app's own sweep waits an hour: only the replicas below record anything.
+  const t = useTestApp({ abandonedRotationsSweepMs: 3_600_000 });
+  const replicas: Database[] = [];
+  beforeAll(async () => {
+    for (let i = 0; i < 3; i++) replicas.push(await openDatabase({ url: databaseUrlOf(t.database), poolMax: 2 }));
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.close()));
+  });
+
+  it('record each abandoned change once, with one event, whichever replica takes it (PostgreSQL)', async () => {
+    const changes: Array<{ assetId: string; rotationId: string }> = [];
+    for (let i = 0; i < 40; i++) {
+      const asset = await createAsset(t);
+      const rotationId = newId('apc');
+      await t.database.db.transaction(async (tx) => {
+        const changedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash: 'hmac-sha256$unused', rotationId, deadlineMs: -(ABANDONED_MARGIN_MS + 60_000) });
+        await recordPasswordChange(tx, { rotationId, assetId: asset.id, network: asset.network, actorClientId: 'cli_replica_died', generated: true, changedAt, outcome: null });
+      });
+      changes.push({ assetId: asset.id, rotationId });
+    }
+
+    // Each replica sweeps in batches of 3 until it finds nothing, all three at once, twice over.
+    const sweepUntilEmpty = async (replica: Database) => {
+      let recorded = 0;
+      for (let n = -1; n !== 0; recorded += n) n = await settleAbandonedRotations(replica.db, 3);
+      return recorded;
+    };
+    const first = await Promise.all(replicas.map(sweepUntilEmpty));
+    const second = await Promise.all(replicas.map(sweepUntilEmpty));
+    expect(first.reduce((a, b) => a + b, 0)).toBe(changes.length);
+    expect(second).toEqual([0, 0, 0]);
+
+    const ids = changes.map((c) => c.rotationId);
+    const audits = await rowsOf<{ id: string; outcome: string | null }>(t.database.db, sql`SELECT id, outcome FROM asset_password_changes WHERE id IN ${ids}`);
+    expect(audits).toHaveLength(changes.length);
+    expect(audits.every((a) => a.outcome === 'UNCONFIRMED')).toBe(true);
+    const events = await rowsOf<{ rotation_id: string; n: number }>(
+      t.database.db,
+      sql`SELECT (data::json)->>'rotationId' AS rotation_id, count(*)::int AS n FROM events
+          WHERE type = 'asset.password.changed' AND (data::json)->>'rotationId' IN ${ids} GROUP BY 1`,
+    );
+    expect(events.map((e) => e.rotation_id).sort()).toEqual([...ids].sort());
+    expect(events.every((e) => e.n === 1)).toBe(true);
+    const assets = await rowsOf<{ state: string }>(t.database.db, sql`SELECT rotation_state AS state FROM assets WHERE id IN ${changes.map((c) => c.assetId)}`);
+    expect(assets.map((a) => a.state)).toEqual(changes.map(() => 'UNCONFIRMED'));
   });
 });
