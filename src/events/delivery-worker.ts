@@ -36,9 +36,12 @@ export interface DeliveryWorker {
   stop(): Promise<void>;
 }
 
-export const CONCURRENCY = 256;
-// A quarter of the slots (docs/events.md, "A receiver that hangs"): three subscriptions whose
-// receivers hang leave the others a quarter of them.
+// Enough that one subscription's share keeps a backlog's drain above its target while the API
+// keeps the event loop busy, each attempt's round trip then taking 100 ms or more
+// (docs/events.md, "A receiver that hangs").
+export const CONCURRENCY = 512;
+// A quarter of the slots: three subscriptions whose receivers hang leave the others a quarter of
+// them.
 export const SUBSCRIPTION_SHARE = CONCURRENCY / 4;
 const FAN_OUT_BATCH = 500;
 const STOP_WAIT_MS = 2_000;
