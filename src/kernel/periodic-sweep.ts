@@ -2,8 +2,8 @@
 // whose replica died): the first run at a random point of the first interval, not at start-up,
 // where it would compete with everything else, and so that replicas started together do not run
 // together. A run that throws is reported to `onError` and the next one tries again; while runs go
-// on failing (a database that does not answer) only the first is reported, and `onRecovered` is
-// called once one succeeds again. `stop()` waits for a run in progress, which may ask `stopping()`
+// on failing the same way (a database that does not answer) only the first is reported, a failure
+// of another kind is reported in its turn, and `onRecovered` is called once one succeeds again. `stop()` waits for a run in progress, which may ask `stopping()`
 // to end early.
 export interface PeriodicSweep {
   stop(): Promise<void>;
@@ -17,18 +17,20 @@ export function startPeriodicSweep(options: {
 }): PeriodicSweep {
   const { intervalMs, run, onError, onRecovered } = options;
   let stopped = false;
-  let failing = false;
+  // What the failing streak's last report said (its code, else its message); null: not failing.
+  let reported: string | null = null;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
 
   async function sweep(): Promise<void> {
     try {
       await run(() => stopped);
-      if (failing) onRecovered?.();
-      failing = false;
+      if (reported !== null) onRecovered?.();
+      reported = null;
     } catch (error) {
-      if (!failing) onError(error);
-      failing = true;
+      const kind = kindOf(error);
+      if (kind !== reported) onError(error);
+      reported = kind;
     }
     if (!stopped) sweepIn(intervalMs);
   }
@@ -45,4 +47,15 @@ export function startPeriodicSweep(options: {
       await running;
     },
   };
+}
+
+// Two failures are of one kind when they have the same code (a SQLSTATE, ECONNREFUSED; a
+// wrapped error's, as a query builder's around its driver's), or, without one, the same message.
+function kindOf(error: unknown): string {
+  for (let e: unknown = error, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const { code } = e as { code?: unknown };
+    if (typeof code === 'string' || typeof code === 'number') return `code:${code}`;
+  }
+  const { message } = (error ?? {}) as { message?: unknown };
+  return `message:${typeof message === 'string' ? message : String(error)}`;
 }

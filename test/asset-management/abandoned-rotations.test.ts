@@ -11,6 +11,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimRotation } from '../../src/asset-management/assets-repository.js';
 import { recordOutcome, recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
+import { recordAbandonedRotations } from '../../src/asset-management/abandoned-rotations.js';
 import { ABANDONED_MARGIN_MS, settleAbandonedRotations } from '../../src/asset-management/password-rotation-service.js';
 import { openDatabase, rowsOf, type Database } from '../../src/db/database.js';
 import { newId } from '../../src/kernel/ids.js';
@@ -71,6 +72,39 @@ describe('the sweep of changes whose waiting replica died', () => {
   });
 });
 
+// `count` changes whose waiting replica died a minute past the margin, each on an asset of its own.
+async function abandonedChanges(app: typeof t, count: number): Promise<Array<{ assetId: string; rotationId: string }>> {
+  const changes: Array<{ assetId: string; rotationId: string }> = [];
+  for (let i = 0; i < count; i++) {
+    const asset = await createAsset(app);
+    const rotationId = newId('apc');
+    await app.database.db.transaction(async (tx) => {
+      const changedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash: 'hmac-sha256$unused', rotationId, deadlineMs: -(ABANDONED_MARGIN_MS + 60_000) });
+      await recordPasswordChange(tx, { rotationId, assetId: asset.id, network: asset.network, actorClientId: 'cli_replica_died', generated: true, changedAt, outcome: null });
+    });
+    changes.push({ assetId: asset.id, rotationId });
+  }
+  return changes;
+}
+
+describe('a sweep that finds many', () => {
+  // The app's own sweep waits an hour: only the sweep below records anything.
+  const t = useTestApp({ abandonedRotationsSweepMs: 3_600_000 });
+
+  it('records them in batches and lets the event loop through between two (on PGlite a batch runs on the process’s thread)', async () => {
+    await abandonedChanges(t, 45);
+    // A timer due at once fires at the first turn of the event loop: before the sweep's end only if
+    // the sweep lets one happen before its last batch.
+    let firedAt = Infinity;
+    setTimeout(() => (firedAt = performance.now()), 0);
+    const recorded = await recordAbandonedRotations(t.database.db, { batch: 10 });
+    const doneAt = performance.now();
+    expect(recorded).toBe(45);
+    expect(firedAt).toBeLessThan(doneAt);
+    expect(await recordAbandonedRotations(t.database.db, { batch: 10 })).toBe(0);
+  });
+});
+
 const onServer = process.env.DATABASE_URL ? describe : undefined;
 
 onServer?.('sweeps of several replicas at once (PostgreSQL)', () => {
@@ -85,16 +119,7 @@ onServer?.('sweeps of several replicas at once (PostgreSQL)', () => {
   });
 
   it('record each abandoned change once, with one event, whichever replica takes it (PostgreSQL)', async () => {
-    const changes: Array<{ assetId: string; rotationId: string }> = [];
-    for (let i = 0; i < 40; i++) {
-      const asset = await createAsset(t);
-      const rotationId = newId('apc');
-      await t.database.db.transaction(async (tx) => {
-        const changedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash: 'hmac-sha256$unused', rotationId, deadlineMs: -(ABANDONED_MARGIN_MS + 60_000) });
-        await recordPasswordChange(tx, { rotationId, assetId: asset.id, network: asset.network, actorClientId: 'cli_replica_died', generated: true, changedAt, outcome: null });
-      });
-      changes.push({ assetId: asset.id, rotationId });
-    }
+    const changes = await abandonedChanges(t, 40);
 
     // Each replica sweeps in batches of 3 until it finds nothing, all three at once, twice over.
     const sweepUntilEmpty = async (replica: Database) => {
