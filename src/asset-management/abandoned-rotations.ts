@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/database.js';
 import { loggableError } from '../db/failures.js';
-import { startPeriodicSweep, type PeriodicSweep } from '../kernel/periodic-sweep.js';
+import { inBatches, startPeriodicSweep, type PeriodicSweep } from '../kernel/periodic-sweep.js';
 import { settleAbandonedRotations } from './password-rotation-service.js';
 
 // Every replica records, every `intervalMs`, the password changes whose waiting replica died: an
@@ -14,19 +14,10 @@ export const ABANDONED_SWEEP_INTERVAL_MS = 5_000;
 // 2-core machine, so a batch of 20 holds them some 70 ms.
 const SWEEP_BATCH = 20;
 
-// Batches of `batch` until one is not full, each its own transaction, the event loop let through
-// between them: after an upgrade or an outage a sweep may find thousands, and on PGlite a batch
-// runs on the process's thread from start to end. Returns how many were recorded.
-export async function recordAbandonedRotations(db: Db, options: { batch?: number; stopping?: () => boolean } = {}): Promise<number> {
-  const { batch = SWEEP_BATCH, stopping = () => false } = options;
-  let recorded = 0;
-  for (let full = true; full && !stopping(); ) {
-    const n = await settleAbandonedRotations(db, batch);
-    recorded += n;
-    full = n === batch;
-    if (full) await new Promise((resolve) => setImmediate(resolve));
-  }
-  return recorded;
+// Every abandoned change there is, SWEEP_BATCH (or `batch`) a transaction. Returns how many were
+// recorded.
+export function recordAbandonedRotations(db: Db, options: { batch?: number; stopping?: () => boolean } = {}): Promise<number> {
+  return inBatches(options.batch ?? SWEEP_BATCH, (limit) => settleAbandonedRotations(db, limit), options.stopping);
 }
 
 export function startAbandonedRotationsSweep(options: { db: Db; log: FastifyBaseLogger; intervalMs?: number }): PeriodicSweep {

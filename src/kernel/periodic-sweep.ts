@@ -49,6 +49,21 @@ export function startPeriodicSweep(options: {
   };
 }
 
+// A sweep's work in batches of `size` (`batch` does one, its own statement or transaction, and
+// says how many rows it took) until one is not full or `stopping()`: the event loop let through
+// between two, since a sweep after an outage or an upgrade may find thousands of rows, and on
+// PGlite every statement runs on the process's own thread. Returns the rows taken in all.
+export async function inBatches(size: number, batch: (size: number) => Promise<number>, stopping: () => boolean = () => false): Promise<number> {
+  let total = 0;
+  for (let full = true; full && !stopping(); ) {
+    const n = await batch(size);
+    total += n;
+    full = n === size;
+    if (full) await new Promise((resolve) => setImmediate(resolve));
+  }
+  return total;
+}
+
 // Two failures are of one kind when they have the same code (a SQLSTATE, ECONNREFUSED; a
 // wrapped error's, as a query builder's around its driver's), or, without one, the same message.
 function kindOf(error: unknown): string {

@@ -1,7 +1,8 @@
 // The periodic sweep's reports (src/kernel/periodic-sweep.ts): a failing streak is reported once
-// per kind of failure, its end once, and stop() waits for the run in progress.
+// per kind of failure, its end once, and stop() waits for the run in progress; a sweep's batches
+// let the event loop through between two.
 import { describe, expect, it } from 'vitest';
-import { startPeriodicSweep } from '../../src/kernel/periodic-sweep.js';
+import { inBatches, startPeriodicSweep } from '../../src/kernel/periodic-sweep.js';
 import { eventually } from '../helpers/eventually.js';
 
 const failure = (code: string | undefined, message = 'failed') => Object.assign(new Error(message), code === undefined ? {} : { code });
@@ -69,5 +70,38 @@ describe('startPeriodicSweep', () => {
     expect(sawStopping).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(runs).toBe(1);
+  });
+});
+
+describe('inBatches', () => {
+  // Batches that settle without I/O, as a statement on PGlite does: only the yield between two lets
+  // a timer (a request, a socket's ping) run before the last.
+  it('runs batches until one is not full, the event loop let through between two', async () => {
+    const rows = [5, 5, 5, 2];
+    const sizes: number[] = [];
+    let firedAt = Infinity;
+    let batches = 0;
+    setTimeout(() => (firedAt = batches), 0);
+    const total = await inBatches(5, async (size) => {
+      sizes.push(size);
+      batches++;
+      return rows.shift() ?? 0;
+    });
+    expect(total).toBe(17);
+    expect(sizes).toEqual([5, 5, 5, 5]);
+    expect(firedAt).toBeLessThan(4);
+  });
+
+  it('stops between batches once stopping() says so', async () => {
+    let batches = 0;
+    const total = await inBatches(
+      3,
+      async (size) => {
+        batches++;
+        return size;
+      },
+      () => batches >= 2,
+    );
+    expect([batches, total]).toEqual([2, 6]);
   });
 });
