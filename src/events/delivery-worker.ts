@@ -203,8 +203,13 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
         failing = true;
       }
       if (!running) break;
-      // Results that finished meanwhile are written by the round their gathering wake starts.
-      if ((more || wokenDuringRound) && !failing) continue;
+      // Results that finished meanwhile are written by the round their gathering wake starts. The
+      // next round comes once the event loop has turned: on PGlite a round's statements run on
+      // this thread, and a backlog of events is hundreds of rounds.
+      if ((more || wokenDuringRound) && !failing) {
+        await new Promise((resolve) => setImmediate(resolve));
+        continue;
+      }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, pollMs);
         wake = () => {

@@ -1,11 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rowsOf, type Database } from '../../src/db/database.js';
 import { fanOutEvents, settleAndClaim, settleAndClaimStatement, type AttemptResult, type SettleAndClaim } from '../../src/events/delivery-repository.js';
+import { createDeliveryWorker } from '../../src/events/delivery-worker.js';
 import { insertEvents } from '../../src/events/events-repository.js';
 import { uniqueNetwork } from '../helpers/asset-factory.js';
+import { eventually } from '../helpers/eventually.js';
 import { createTestDatabase } from '../helpers/test-database.js';
 import { insertSubscription } from '../helpers/webhook-factory.js';
 
@@ -186,6 +189,38 @@ onServer?.('the delivery statements on PostgreSQL', () => {
       expect(delivered?.n).toBe(7);
     } finally {
       await single.close();
+    }
+  });
+});
+
+describe('a worker fanning out a backlog of events', () => {
+  it('lets the event loop through between its rounds (on PGlite their statements run on the process’s thread)', async () => {
+    const own = await createTestDatabase();
+    await own.migrate();
+    try {
+      const network = uniqueNetwork();
+      await insertSubscription(own.db, network);
+      // Four fan-out batches of events, as a pause of every worker leaves them.
+      await own.db.execute(sql`INSERT INTO events (network, type, data) SELECT ${network}, 'payment.recorded', '{}' FROM generate_series(1, 2000)`);
+      const undispatched = async () => (await rowsOf<{ n: number }>(own.db, sql`SELECT count(*)::int AS n FROM events WHERE dispatched_at IS NULL`))[0]!.n;
+      const worker = createDeliveryWorker({
+        db: own.db,
+        client: { send: async () => ({ ok: true, status: 204, durationMs: 0 }), close: async () => undefined },
+        log: pino({ level: 'silent' }),
+        pollIntervalMs: 3_600_000,
+      });
+      // A timer due at once runs at the first turn of the event loop; its count is read then.
+      let atTimer: Promise<number> | undefined;
+      setTimeout(() => (atTimer = undispatched()), 0);
+      worker.start();
+      try {
+        await eventually(async () => expect(await undispatched()).toBe(0));
+      } finally {
+        await worker.stop();
+      }
+      expect(await atTimer).toBeGreaterThan(0);
+    } finally {
+      await own.close();
     }
   });
 });
