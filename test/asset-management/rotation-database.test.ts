@@ -4,9 +4,13 @@
 // hold still logs in (the database never refuses what the station has; docs/rotation.md).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { verifyPassword } from '../../src/asset-management/password-hashing.js';
+import { claimRotation } from '../../src/asset-management/assets-repository.js';
+import { recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
+import { hashAssetPassword, verifyPassword } from '../../src/asset-management/password-hashing.js';
 import { rollBackAssetPassword } from '../../src/asset-management/password-rollback-service.js';
-import { changeAssetPassword } from '../../src/asset-management/password-rotation-service.js';
+import { ABANDONED_MARGIN_MS, changeAssetPassword, settleAbandonedRotations } from '../../src/asset-management/password-rotation-service.js';
+import { generatePassword } from '../../src/asset-management/password-rules.js';
+import { newId } from '../../src/kernel/ids.js';
 import { acceptedCredentials, effectiveState, loginSlots, step, type Slots, type StationAnswer, type StepEffect } from '../../src/asset-management/rotation.js';
 import { checkStationCredential, readStationLogins, type StationLink } from '../../src/asset-management/station-credentials-service.js';
 import { stationEvents } from '../../src/stations/station-events.js';
@@ -105,13 +109,22 @@ type Move =
   | { type: 'request'; force: boolean; answer: StationAnswer }
   | { type: 'connect'; pick: number }
   | { type: 'disconnect' }
-  | { type: 'rollback' };
+  | { type: 'rollback' }
+  // A change sent to the station by a replica that then died: claimed, never settled, its
+  // deadline and the sweep's margin long past (docs/rotation.md, "A change whose replica died").
+  | { type: 'replicaDies' }
+  // Every replica's sweep of such changes.
+  | { type: 'sweep' };
 
+// A replica dies only in a change that is sent, to a connected station with no change open:
+// logins and deaths weigh more, so that enough scripts reach one.
 const moves: fc.Arbitrary<Move> = fc.oneof(
-  fc.record({ type: fc.constant('request' as const), force: fc.boolean(), answer: fc.oneof(fc.constant({ kind: 'status' as const, status: 'Accepted' }), answers) }),
-  fc.record({ type: fc.constant('connect' as const), pick: fc.nat() }),
-  fc.constant({ type: 'disconnect' as const }),
-  fc.constant({ type: 'rollback' as const }),
+  { weight: 3, arbitrary: fc.record({ type: fc.constant('request' as const), force: fc.boolean(), answer: fc.oneof(fc.constant({ kind: 'status' as const, status: 'Accepted' }), answers) }) },
+  { weight: 3, arbitrary: fc.record({ type: fc.constant('connect' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.constant({ type: 'disconnect' as const }) },
+  { weight: 1, arbitrary: fc.constant({ type: 'rollback' as const }) },
+  { weight: 3, arbitrary: fc.constant({ type: 'replicaDies' as const }) },
+  { weight: 2, arbitrary: fc.constant({ type: 'sweep' as const }) },
 );
 
 // The API's answer as the machine's effect says it should be: a status, or a 409's code.
@@ -123,7 +136,7 @@ function expectedAnswer(effect: StepEffect): number | string {
 }
 
 describe('the database follows the rotation state machine', () => {
-  it('property: changes with every kind of answer, logins, disconnects and rollbacks answer, accept and refuse exactly as rotation.ts decides', async () => {
+  it('property: changes with every kind of answer, logins, disconnects, rollbacks and replicas that die mid-change answer, accept and refuse exactly as rotation.ts decides', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(moves, { minLength: 1, maxLength: 14 }), async (script) => {
         const db = t.database.db;
@@ -180,6 +193,25 @@ describe('the database follows the rotation state machine', () => {
           } else if (move.type === 'disconnect' && epoch !== null) {
             await releaseStations(db, [{ assetId: asset.id, epoch, lastSeenAt: new Date() }], stationEvents);
             epoch = null;
+          } else if (move.type === 'replicaDies') {
+            // What the replica wrote before it sent the command, when the machine would send one:
+            // to the station, the same as an answer that never came.
+            const reach = !everLoggedIn ? 'never' : epoch !== null ? 'connected' : 'offline';
+            const credential = generatePassword(asset.ocppVersion);
+            const requested = step(slots, { type: 'request', id: `r${index + 1}`, credential, reach, force: false });
+            if (requested.effect.kind === 'request' && requested.effect.decision.kind === 'send') {
+              const rotationId = newId('apc');
+              const pendingPasswordHash = await hashAssetPassword(asset.ocppVersion, credential, { generated: true });
+              await db.transaction(async (tx) => {
+                const changedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash, rotationId, deadlineMs: -(ABANDONED_MARGIN_MS + 60_000) });
+                await recordPasswordChange(tx, { rotationId, assetId: asset.id, network: asset.network, actorClientId: actor.clientId, generated: true, changedAt, outcome: null });
+              });
+              issued.push(credential);
+              slots = step(requested.slots, { type: 'answer', id: `r${index + 1}`, answer: { kind: 'timeout' } }).slots;
+            }
+          } else if (move.type === 'sweep') {
+            // Records what it finds; the machine has nothing to change.
+            await settleAbandonedRotations(db, 100);
           } else if (move.type === 'rollback') {
             const result = await rollBackAssetPassword(db, actor, asset.id).then(
               () => 200,
@@ -195,7 +227,7 @@ describe('the database follows the rotation state machine', () => {
           for (const credential of issued) expect(await accepted(asset.id, credential), credential).toBe(expected.includes(credential));
         }
       }),
-      { numRuns: 20 },
+      { numRuns: 40 },
     );
   }, 180_000);
 });
