@@ -1,7 +1,8 @@
 // The rotation state machine held against the real database: random interleavings of API changes
-// (with every kind of station answer), station logins, disconnects and forced changes go through
-// the service and the login check, and after each step every credential an honest station may
-// hold still logs in (the database never refuses what the station has; docs/rotation.md).
+// (with every kind of station answer), station logins, disconnects, forced changes, rollbacks,
+// replicas that die mid-change and the sweep that records such changes go through the service and
+// the login check, and after each step every credential an honest station may hold still logs in
+// (the database never refuses what the station has; docs/rotation.md).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { claimRotation } from '../../src/asset-management/assets-repository.js';
