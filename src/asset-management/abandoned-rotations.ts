@@ -14,10 +14,21 @@ export const ABANDONED_SWEEP_INTERVAL_MS = 5_000;
 // 2-core machine, so a batch of 20 holds them some 70 ms.
 const SWEEP_BATCH = 20;
 
-// Every abandoned change there is, SWEEP_BATCH (or `batch`) a transaction. Returns how many were
-// recorded.
-export function recordAbandonedRotations(db: Db, options: { batch?: number; stopping?: () => boolean } = {}): Promise<number> {
-  return inBatches(options.batch ?? SWEEP_BATCH, (limit) => settleAbandonedRotations(db, limit), options.stopping);
+// Every abandoned change there is, SWEEP_BATCH (or `batch`) a transaction; `onRecorded` hears of
+// each batch once committed (a later batch may fail). Returns how many were recorded.
+export function recordAbandonedRotations(
+  db: Db,
+  options: { batch?: number; stopping?: () => boolean; onRecorded?: (count: number) => void } = {},
+): Promise<number> {
+  return inBatches(
+    options.batch ?? SWEEP_BATCH,
+    async (limit) => {
+      const recorded = await settleAbandonedRotations(db, limit);
+      if (recorded > 0) options.onRecorded?.(recorded);
+      return recorded;
+    },
+    options.stopping,
+  );
 }
 
 export function startAbandonedRotationsSweep(options: { db: Db; log: FastifyBaseLogger; intervalMs?: number }): PeriodicSweep {
@@ -25,8 +36,7 @@ export function startAbandonedRotationsSweep(options: { db: Db; log: FastifyBase
   return startPeriodicSweep({
     intervalMs,
     async run(stopping) {
-      const recorded = await recordAbandonedRotations(db, { stopping });
-      if (recorded > 0) log.warn({ recorded }, 'password changes whose waiting replica died recorded as UNCONFIRMED');
+      await recordAbandonedRotations(db, { stopping, onRecorded: (recorded) => log.warn({ recorded }, 'password changes whose waiting replica died recorded as UNCONFIRMED') });
     },
     // The next sweep finds them again: their rows say IN_FLIGHT until one is recorded.
     onError: (error) => log.warn({ err: loggableError(error) }, 'could not record abandoned password changes; the sweep tries again every interval'),

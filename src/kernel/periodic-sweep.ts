@@ -2,12 +2,17 @@
 // whose replica died): the first run at a random point of the first interval, not at start-up,
 // where it would compete with everything else, and so that replicas started together do not run
 // together. A run that throws is reported to `onError` and the next one tries again; while runs go
-// on failing the same way (a database that does not answer) only the first is reported, a failure
-// of another kind is reported in its turn, and `onRecovered` is called once one succeeds again. `stop()` waits for a run in progress, which may ask `stopping()`
+// on failing, only the first failure of each kind is reported (a database that does not answer
+// fails every run the same way, or two ways in turn), up to MAX_KINDS_REPORTED, and `onRecovered`
+// is called once one succeeds again. `stop()` waits for a run in progress, which may ask `stopping()`
 // to end early.
 export interface PeriodicSweep {
   stop(): Promise<void>;
 }
+
+// Failures whose messages vary from run to run (and carry no code) would otherwise be reported at
+// every run.
+const MAX_KINDS_REPORTED = 8;
 
 export function startPeriodicSweep(options: {
   intervalMs: number;
@@ -17,20 +22,23 @@ export function startPeriodicSweep(options: {
 }): PeriodicSweep {
   const { intervalMs, run, onError, onRecovered } = options;
   let stopped = false;
-  // What the failing streak's last report said (its code, else its message); null: not failing.
-  let reported: string | null = null;
+  // The kinds of failure (code, else message) reported in the current failing streak; empty: not
+  // failing.
+  const reported = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
 
   async function sweep(): Promise<void> {
     try {
       await run(() => stopped);
-      if (reported !== null) onRecovered?.();
-      reported = null;
+      if (reported.size > 0) onRecovered?.();
+      reported.clear();
     } catch (error) {
       const kind = kindOf(error);
-      if (kind !== reported) onError(error);
-      reported = kind;
+      if (!reported.has(kind) && reported.size < MAX_KINDS_REPORTED) {
+        reported.add(kind);
+        onError(error);
+      }
     }
     if (!stopped) sweepIn(intervalMs);
   }

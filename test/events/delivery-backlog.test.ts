@@ -209,9 +209,10 @@ describe('a worker fanning out a backlog of events', () => {
         log: pino({ level: 'silent' }),
         pollIntervalMs: 3_600_000,
       });
-      // A timer due at once runs at the first turn of the event loop; its count is read then.
+      // Queued before the worker starts, it runs at the first turn of the event loop; the count is
+      // read then.
       let atTimer: Promise<number> | undefined;
-      setTimeout(() => (atTimer = undispatched()), 0);
+      setImmediate(() => (atTimer = undispatched()));
       worker.start();
       try {
         await eventually(async () => expect(await undispatched()).toBe(0));

@@ -17,11 +17,16 @@ describe('startPeriodicSweep', () => {
       wrapped('ECONNREFUSED'),
       wrapped('57P01'),
       wrapped('57P01'),
+      failure('ECONNREFUSED'),
+      wrapped('57P01'),
       failure(undefined, 'no code'),
       failure(undefined, 'no code'),
       null,
       null,
       failure('ECONNREFUSED'),
+      null,
+      // Messages that differ at every run, without a code: reported up to a bound.
+      ...Array.from({ length: 12 }, (_, i) => failure(undefined, `varies ${i}`)),
       null,
     ];
     const events: string[] = [];
@@ -43,7 +48,16 @@ describe('startPeriodicSweep', () => {
     } finally {
       await sweep.stop();
     }
-    expect(events).toEqual(['error ECONNREFUSED', 'error 57P01', 'error no code', 'recovered', 'error ECONNREFUSED', 'recovered']);
+    expect(events).toEqual([
+      'error ECONNREFUSED',
+      'error 57P01',
+      'error no code',
+      'recovered',
+      'error ECONNREFUSED',
+      'recovered',
+      ...Array.from({ length: 8 }, (_, i) => `error varies ${i}`),
+      'recovered',
+    ]);
   });
 
   it('stop() waits for the run in progress, which sees stopping(), and no run follows', async () => {
@@ -81,7 +95,8 @@ describe('inBatches', () => {
     const sizes: number[] = [];
     let firedAt = Infinity;
     let batches = 0;
-    setTimeout(() => (firedAt = batches), 0);
+    // Queued before the first batch: it runs at the first turn of the loop, the first yield.
+    setImmediate(() => (firedAt = batches));
     const total = await inBatches(5, async (size) => {
       sizes.push(size);
       batches++;
