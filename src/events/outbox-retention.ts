@@ -8,8 +8,8 @@ import { deleteSettledEvents } from './events-repository.js';
 // then deletes it once none of its deliveries is pending: a sweep every `intervalMs` (when:
 // kernel/periodic-sweep.ts), in batches of `batch`, the next batch as soon as the event loop has
 // turned while one comes back full, so the deletion keeps up with any rate of events without one
-// long statement, nor a row of them that holds PGlite's thread (a batch of 1,000 takes 50-70 ms there). Every
-// replica sweeps; a row another replica is deleting is skipped, not waited for.
+// long statement, nor a row of them that holds PGlite's thread (a batch of 1,000 takes 50-70 ms
+// there). Every replica sweeps; a row another replica is deleting is skipped, not waited for.
 export interface OutboxRetentionOptions {
   db: Db;
   log: FastifyBaseLogger;
