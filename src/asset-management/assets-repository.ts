@@ -84,6 +84,8 @@ export interface RotationRow {
   network: string;
   securityProfile: number;
   passwordHash: string | null;
+  // When the current credential became the only one: the answer's passwordChangedAt.
+  passwordChangedAt: Date | null;
   pendingPasswordHash: string | null;
   replacedPasswordHash: string | null;
   rotationId: string | null;
@@ -100,6 +102,7 @@ export async function lockRotation(db: Executor, scope: NetworkScope, id: string
       network: assets.network,
       securityProfile: assets.securityProfile,
       passwordHash: assets.passwordHash,
+      passwordChangedAt: assets.passwordChangedAt,
       pendingPasswordHash: assets.pendingPasswordHash,
       replacedPasswordHash: assets.replacedPasswordHash,
       rotationId: assets.rotationId,

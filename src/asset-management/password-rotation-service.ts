@@ -125,9 +125,10 @@ export async function changeAssetPassword(
     return { status: 200, data: { id: asset.id, passwordChangedAt: settled.passwordChangedAt!.toISOString(), ...shown } };
   }
   if (settled.state === 'REJECTED' || settled.state === 'DISCARDED') {
-    // Resolved before this answer could be applied (docs/rotation.md, "A change whose replica
-    // died"): the station logged in with the password it had, whatever it answers now.
-    if (!settled.applied) throw new ConflictError(`The station of asset ${asset.id} logged in with its old password before its answer reached the service: the new password was discarded; nothing changed`, STATION_REJECTED);
+    // Only a login with the old password discards a change, and only after its deadline, so this
+    // answer came too late to count (docs/rotation.md, "A change whose replica died"): the station
+    // logged in with the password it had, whatever it answers now.
+    if (settled.state === 'DISCARDED') throw new ConflictError(`The station of asset ${asset.id} logged in with its old password before its answer reached the service: the new password was discarded; nothing changed`, STATION_REJECTED);
     if (outcome === 'NOT_SENT') throw offline(asset.id);
     throw new ConflictError(`The station of asset ${asset.id} refused the new password: ${describeAnswer(answer)}; nothing changed`, STATION_REJECTED);
   }
@@ -178,30 +179,29 @@ export async function settleAbandonedRotations(db: Db, limit: number): Promise<n
   });
 }
 
-// Applies the answer to the rotation if it is still IN_FLIGHT (`applied`); otherwise (the sweep,
-// a login or a forced change past the deadline moved it on first) reports where it stands.
+// Applies the answer to the rotation if it is still IN_FLIGHT; otherwise (the sweep, a login or a
+// forced change past the deadline moved it on first) reports where it stands.
 async function settle(
   db: Db,
   assetId: string,
   rotationId: string,
   state: 'ACCEPTED' | 'REJECTED' | 'UNCONFIRMED' | 'FORCED',
-): Promise<{ state: RotationState | null; passwordChangedAt: Date | null; applied: boolean }> {
+): Promise<{ state: RotationState | null; passwordChangedAt: Date | null }> {
   return db.transaction(async (tx) => {
     const row = await lockRotation(tx, { network: null }, assetId);
-    if (!row || row.rotationId !== rotationId) return { state: null, passwordChangedAt: null, applied: false };
+    if (!row || row.rotationId !== rotationId) return { state: null, passwordChangedAt: null };
     const change = { rotationId, assetId, network: row.network };
     if (row.rotationState !== 'IN_FLIGHT') {
       // Moved on past the deadline: UNCONFIRMED, unless whoever moved it recorded that already
       // (recordAbandoned; an outcome is recorded once).
       await recordOutcome(tx, change, 'UNCONFIRMED');
-      const current = await findAsset(tx, { network: null }, assetId);
-      return { state: row.rotationState, passwordChangedAt: current?.passwordChangedAt ?? null, applied: false };
+      return { state: row.rotationState, passwordChangedAt: row.passwordChangedAt };
     }
     let passwordChangedAt: Date | null = null;
     if (state === 'ACCEPTED' || state === 'FORCED') passwordChangedAt = (await promotePending(tx, { id: assetId, rotationId, state })) ?? null;
     else if (state === 'REJECTED') await dropPending(tx, { id: assetId, rotationId, state });
     else await markUnconfirmed(tx, { id: assetId, rotationId });
     await recordOutcome(tx, change, state, passwordChangedAt ?? undefined);
-    return { state, passwordChangedAt, applied: true };
+    return { state, passwordChangedAt };
   });
 }
