@@ -9,13 +9,11 @@
 // in the process), racing in small batches so that they meet often.
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimRotation } from '../../src/asset-management/assets-repository.js';
-import { recordOutcome, recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
+import { recordOutcome } from '../../src/asset-management/password-audit-service.js';
 import { recordAbandonedRotations } from '../../src/asset-management/abandoned-rotations.js';
 import { ABANDONED_MARGIN_MS, settleAbandonedRotations } from '../../src/asset-management/password-rotation-service.js';
 import { openDatabase, rowsOf, type Database } from '../../src/db/database.js';
-import { newId } from '../../src/kernel/ids.js';
-import { createAsset } from '../helpers/asset-factory.js';
+import { createAsset, inFlightChange } from '../helpers/asset-factory.js';
 import { eventually } from '../helpers/eventually.js';
 import { databaseUrlOf } from '../helpers/test-database.js';
 import { useTestApp } from '../helpers/test-app.js';
@@ -25,18 +23,11 @@ const t = useTestApp({ abandonedRotationsSweepMs: 50 });
 describe('the sweep of changes whose waiting replica died', () => {
   it('records each UNCONFIRMED with its event, once, in the asset’s network; a change within its deadline, or within the margin after it, is left to its replica', async () => {
     const [abandoned, waiting, recent] = [await createAsset(t), await createAsset(t), await createAsset(t)];
-    const claim = async (assetId: string, network: string, deadlineMs: number) => {
-      const rotationId = newId('apc');
-      await t.database.db.transaction(async (tx) => {
-        const changedAt = await claimRotation(tx, { id: assetId, pendingPasswordHash: 'hmac-sha256$unused', rotationId, deadlineMs });
-        await recordPasswordChange(tx, { rotationId, assetId, network, actorClientId: 'cli_replica_died', generated: true, changedAt, outcome: null });
-      });
-      return rotationId;
-    };
-    const died = await claim(abandoned.id, abandoned.network, -(ABANDONED_MARGIN_MS + 30_000));
-    const alive = await claim(waiting.id, waiting.network, 3_600_000);
+    const claim = (asset: { id: string; network: string }, deadlineMs: number) => inFlightChange(t.database.db, asset, { deadlineMs });
+    const died = await claim(abandoned, -(ABANDONED_MARGIN_MS + 30_000));
+    const alive = await claim(waiting, 3_600_000);
     // Past its deadline, within the margin a slow replica has to record its own answer.
-    const late = await claim(recent.id, recent.network, -1_000);
+    const late = await claim(recent, -1_000);
 
     const events = (assetId: string) =>
       rowsOf<{ network: string; data: string }>(t.database.db, sql`SELECT network, data FROM events WHERE type = 'asset.password.changed' AND (data::json)->>'assetId' = ${assetId} ORDER BY id`);
@@ -77,12 +68,7 @@ async function abandonedChanges(app: typeof t, count: number): Promise<Array<{ a
   const changes: Array<{ assetId: string; rotationId: string }> = [];
   for (let i = 0; i < count; i++) {
     const asset = await createAsset(app);
-    const rotationId = newId('apc');
-    await app.database.db.transaction(async (tx) => {
-      const changedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash: 'hmac-sha256$unused', rotationId, deadlineMs: -(ABANDONED_MARGIN_MS + 60_000) });
-      await recordPasswordChange(tx, { rotationId, assetId: asset.id, network: asset.network, actorClientId: 'cli_replica_died', generated: true, changedAt, outcome: null });
-    });
-    changes.push({ assetId: asset.id, rotationId });
+    changes.push({ assetId: asset.id, rotationId: await inFlightChange(app.database.db, asset, { deadlineMs: -(ABANDONED_MARGIN_MS + 60_000) }) });
   }
   return changes;
 }

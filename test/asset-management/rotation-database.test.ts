@@ -5,19 +5,16 @@
 // (the database never refuses what the station has; docs/rotation.md).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { claimRotation } from '../../src/asset-management/assets-repository.js';
-import { recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
 import { hashAssetPassword, verifyPassword } from '../../src/asset-management/password-hashing.js';
 import { rollBackAssetPassword } from '../../src/asset-management/password-rollback-service.js';
 import { ABANDONED_MARGIN_MS, changeAssetPassword, settleAbandonedRotations } from '../../src/asset-management/password-rotation-service.js';
 import { generatePassword } from '../../src/asset-management/password-rules.js';
-import { newId } from '../../src/kernel/ids.js';
 import { acceptedCredentials, effectiveState, loginSlots, step, type Slots, type StationAnswer, type StepEffect } from '../../src/asset-management/rotation.js';
 import { checkStationCredential, readStationLogins, type StationLink } from '../../src/asset-management/station-credentials-service.js';
 import { stationEvents } from '../../src/stations/station-events.js';
 import { claimStations, releaseStations } from '../../src/stations/stations-repository.js';
 import { useTestApp } from '../helpers/test-app.js';
-import { createAsset } from '../helpers/asset-factory.js';
+import { createAsset, inFlightChange } from '../helpers/asset-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 
 const t = useTestApp({ passwordHashParams: CHEAP_HASH });
@@ -201,12 +198,8 @@ describe('the database follows the rotation state machine', () => {
             const credential = generatePassword(asset.ocppVersion);
             const requested = step(slots, { type: 'request', id: `r${index + 1}`, credential, reach, force: false });
             if (requested.effect.kind === 'request' && requested.effect.decision.kind === 'send') {
-              const rotationId = newId('apc');
               const pendingPasswordHash = await hashAssetPassword(asset.ocppVersion, credential, { generated: true });
-              await db.transaction(async (tx) => {
-                const changedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash, rotationId, deadlineMs: -(ABANDONED_MARGIN_MS + 60_000) });
-                await recordPasswordChange(tx, { rotationId, assetId: asset.id, network: asset.network, actorClientId: actor.clientId, generated: true, changedAt, outcome: null });
-              });
+              await inFlightChange(db, asset, { deadlineMs: -(ABANDONED_MARGIN_MS + 60_000), pendingPasswordHash, actorClientId: actor.clientId });
               issued.push(credential);
               slots = step(requested.slots, { type: 'answer', id: `r${index + 1}`, answer: { kind: 'timeout' } }).slots;
             }

@@ -6,15 +6,12 @@
 // delivery worker reads it, and once as a subscriber receives it.
 import { sql } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
-import { claimRotation } from '../../src/asset-management/assets-repository.js';
-import { recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
 import { hashAssetPassword } from '../../src/asset-management/password-hashing.js';
 import { settleAbandonedRotations } from '../../src/asset-management/password-rotation-service.js';
 import { rowsOf } from '../../src/db/database.js';
 import { passwordChangedDataSchema, passwordIgnoredDataSchema } from '../../src/events/event-types.js';
-import { newId } from '../../src/kernel/ids.js';
 import { subprotocolOf, type OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
-import { ASSET_WRITER, createAsset, familyError, uniqueNetwork } from '../helpers/asset-factory.js';
+import { ASSET_WRITER, createAsset, familyError, inFlightChange, uniqueNetwork } from '../helpers/asset-factory.js';
 import { CHEAP_HASH } from '../helpers/password-hash-params.js';
 import { startReceiver, verified } from '../helpers/webhook-receiver.js';
 import {
@@ -162,14 +159,9 @@ describe.each(['2.0.1', '1.6'] as const)('OCPP %s: asset.password.changed', (ver
 // claimed (IN_FLIGHT, the new password pending, its audit row without an outcome) and its deadline
 // passed, with nobody to record the outcome.
 async function abandonedChange(s: ProvisionedStation, password: string): Promise<string> {
-  const rotationId = newId('apc');
   const pendingPasswordHash = await hashAssetPassword(s.ocppVersion, password, { generated: false, passwordHashParams: CHEAP_HASH });
-  await t.database.db.transaction(async (tx) => {
-    // Past the sweep's margin too, for the test that runs the sweep.
-    const changedAt = await claimRotation(tx, { id: s.id, pendingPasswordHash, rotationId, deadlineMs: -60_000 });
-    await recordPasswordChange(tx, { rotationId, assetId: s.id, network: s.network, actorClientId: 'cli_replica_died', generated: false, changedAt, outcome: null });
-  });
-  return rotationId;
+  // Past the sweep's margin too, for the test that runs the sweep.
+  return inFlightChange(t.database.db, s, { deadlineMs: -60_000, pendingPasswordHash, generated: false });
 }
 
 describe('asset.password.changed: a change whose waiting replica died', () => {

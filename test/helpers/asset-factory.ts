@@ -1,6 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import type { FastifyInstance } from 'fastify';
+import { claimRotation } from '../../src/asset-management/assets-repository.js';
+import { recordPasswordChange } from '../../src/asset-management/password-audit-service.js';
+import type { Db } from '../../src/db/database.js';
+import { newId } from '../../src/kernel/ids.js';
 import { buildApp } from '../../src/main/app.js';
 import { loadConfig } from '../../src/kernel/config.js';
 import type { OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
@@ -100,4 +104,21 @@ export async function siblingApp(t: TestApp, env: Record<string, string>): Promi
     },
     close: () => app.close(),
   };
+}
+
+// A password change as its replica writes it before sending the command, left IN_FLIGHT with its
+// deadline `deadlineMs` from now (negative: passed long ago): what a replica that died mid-change
+// leaves behind (docs/rotation.md, "A change whose replica died"). Returns the change's id.
+export async function inFlightChange(
+  db: Db,
+  asset: { id: string; network: string },
+  options: { deadlineMs: number; pendingPasswordHash?: string; generated?: boolean; actorClientId?: string },
+): Promise<string> {
+  const rotationId = newId('apc');
+  const { deadlineMs, pendingPasswordHash = 'hmac-sha256$unused', generated = true, actorClientId = 'cli_replica_died' } = options;
+  await db.transaction(async (tx) => {
+    const changedAt = await claimRotation(tx, { id: asset.id, pendingPasswordHash, rotationId, deadlineMs });
+    await recordPasswordChange(tx, { rotationId, assetId: asset.id, network: asset.network, actorClientId, generated, changedAt, outcome: null });
+  });
+  return rotationId;
 }
