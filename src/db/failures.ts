@@ -1,5 +1,6 @@
 import { DrizzleQueryError } from 'drizzle-orm/errors';
 import { AppError, ServiceUnavailableError } from '../kernel/errors.js';
+import { causeChain } from '../kernel/error-causes.js';
 
 // What a database failure means: a rule the database enforced (a unique violation), "unavailable,
 // retry" (a 503), a class for the metrics, and what of it a log line may show.
@@ -37,15 +38,6 @@ function isNetworkFailure(error: object): boolean {
 export function isUniqueViolation(error: unknown, constraint?: string): boolean {
   const e = findPgError(error);
   return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
-}
-
-// An error and its causes, outermost first: drizzle wraps the driver's error, which is on `cause`.
-function* causeChain(error: unknown): Generator<object> {
-  const seen = new Set<unknown>();
-  for (let e = error; typeof e === 'object' && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
-    seen.add(e);
-    yield e;
-  }
 }
 
 export function findPgError(error: unknown): { code?: string; constraint?: string } | undefined {

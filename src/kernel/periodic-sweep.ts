@@ -1,3 +1,5 @@
+import { causeChain } from './error-causes.js';
+
 // Work a replica does every `intervalMs` while it runs (the outbox's retention, recording changes
 // whose replica died): the first run at a random point of the first interval, not at start-up,
 // where it would compete with everything else, and so that replicas started together do not run
@@ -75,7 +77,7 @@ export async function inBatches(size: number, batch: (size: number) => Promise<n
 // Two failures are of one kind when they have the same code (a SQLSTATE, ECONNREFUSED; a
 // wrapped error's, as a query builder's around its driver's), or, without one, the same message.
 function kindOf(error: unknown): string {
-  for (let e: unknown = error, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+  for (const e of causeChain(error)) {
     const { code } = e as { code?: unknown };
     if (typeof code === 'string' || typeof code === 'number') return `code:${code}`;
   }
