@@ -89,6 +89,47 @@ describe('a sweep that finds many', () => {
     expect(firedAt).toBeLessThan(doneAt);
     expect(await recordAbandonedRotations(t.database.db, { batch: 10 })).toBe(0);
   });
+
+  it('a batch that fails records none of its changes and appends none of their events; the batches before it stand, and the next sweep records the rest', async () => {
+    const changes = await abandonedChanges(t, 25);
+    const poisoned = changes[17]!;
+    // The database refuses the one event of `poisoned`: its batch's transaction fails at its append.
+    await t.database.db.execute(sql.raw(`CREATE FUNCTION refuse_poisoned_event() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused for the test'; END $$`));
+    await t.database.db.execute(
+      sql.raw(`CREATE TRIGGER refuse_poisoned_event BEFORE INSERT ON events FOR EACH ROW
+        WHEN ((NEW.data::json)->>'assetId' = '${poisoned.assetId}') EXECUTE FUNCTION refuse_poisoned_event()`),
+    );
+    const ids = changes.map((c) => c.rotationId);
+    const recordedIds = async () =>
+      (await rowsOf<{ id: string }>(t.database.db, sql`SELECT id FROM asset_password_changes WHERE id IN ${ids} AND outcome IS NOT NULL`)).map((r) => r.id).sort();
+    const eventIds = async () =>
+      (
+        await rowsOf<{ id: string }>(
+          t.database.db,
+          sql`SELECT (data::json)->>'rotationId' AS id FROM events WHERE type = 'asset.password.changed' AND (data::json)->>'rotationId' IN ${ids}`,
+        )
+      )
+        .map((r) => r.id)
+        .sort();
+
+    const committed: number[] = [];
+    await expect(recordAbandonedRotations(t.database.db, { batch: 10, onRecorded: (n) => committed.push(n) })).rejects.toThrow();
+    const afterFailure = await recordedIds();
+    // Whole batches only, each with its events, and not the batch that held the refused event.
+    expect(afterFailure).not.toContain(poisoned.rotationId);
+    expect(afterFailure.length % 10).toBe(0);
+    expect(afterFailure.length).toBe(committed.reduce((a, b) => a + b, 0));
+    expect(afterFailure.length).toBeLessThan(25);
+    expect(await eventIds()).toEqual(afterFailure);
+
+    await t.database.db.execute(sql.raw('DROP TRIGGER refuse_poisoned_event ON events'));
+    await t.database.db.execute(sql.raw('DROP FUNCTION refuse_poisoned_event()'));
+    expect(await recordAbandonedRotations(t.database.db, { batch: 10 })).toBe(25 - afterFailure.length);
+    const all = [...ids].sort();
+    expect(await recordedIds()).toEqual(all);
+    // One event a change: the failed batch left nothing behind that the retry doubled.
+    expect(await eventIds()).toEqual(all);
+  });
 });
 
 const onServer = process.env.DATABASE_URL ? describe : undefined;
