@@ -233,19 +233,21 @@ export async function restoreReplaced(db: Executor, change: { id: string; networ
 }
 
 // One statement, no lock beyond the row's own: a station retrying in a loop must not queue on the
-// row. Only while the switch that retired the credential still stands: a login checked just before
-// a rollback or a new change committed must not mark the rotation that followed. Answers the
-// rotation it marked, and whether this was its first report (`first`: the row, locked before it is
-// read, had none yet, so of two reports at once exactly one is the first).
+// row. Only while the switch that retired the credential, `rotationId` (the rotation the login was
+// checked against), still stands: a login checked just before a rollback or a new change (a forced
+// one is a switch too) committed must not mark the rotation that followed. Answers the rotation it
+// marked, and whether this was its first report (`first`: the row, locked before it is read, had
+// none yet, so of two reports at once exactly one is the first).
 export async function markStaleLogin(
   db: Executor,
   id: string,
+  rotationId: string,
 ): Promise<{ network: string; rotationId: string; staleLoginAt: Date; first: boolean } | undefined> {
   const prior = db.$with('prior').as(
     db
       .select({ id: assets.id, reportedBefore: sql<boolean>`${assets.staleLoginAt} IS NOT NULL`.as('reported_before') })
       .from(assets)
-      .where(and(eq(assets.id, id), inArray(assets.rotationState, [...REPORTING_STATES])))
+      .where(and(eq(assets.id, id), eq(assets.rotationId, rotationId), inArray(assets.rotationState, [...REPORTING_STATES])))
       .for('update'),
   );
   const [row] = await db

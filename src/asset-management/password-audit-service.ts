@@ -56,12 +56,13 @@ export async function recordResolution(tx: Executor, change: ChangeRef, resoluti
   await appendEvents(tx, [passwordChanged(change, resolution, at ?? resolvedAt ?? new Date())]);
 }
 
-// A station tried the password its latest switch retired: the rotation's staleLoginAt, and on the
-// first such login of that rotation an `asset.password.ignored` event. Later tries update the time
-// only, so a station that retries for days raises one event, not one per try.
-export async function recordReplacedLogin(tx: Executor, assetId: string): Promise<void> {
-  const marked = await markStaleLogin(tx, assetId);
+// A station tried the password that the switch `rotationId` retired: the rotation's staleLoginAt,
+// and on the first such login of that rotation an `asset.password.ignored` event. Later tries
+// update the time only, so a station that retries for days raises one event, not one per try.
+// Nothing when another rotation has followed since the login was checked.
+export async function recordReplacedLogin(tx: Executor, assetId: string, rotationId: string): Promise<void> {
+  const marked = await markStaleLogin(tx, assetId, rotationId);
   if (!marked?.first) return;
-  const { network, rotationId, staleLoginAt } = marked;
+  const { network, staleLoginAt } = marked;
   await appendEvents(tx, [{ type: 'asset.password.ignored', network, data: { assetId, network, rotationId, at: staleLoginAt.toISOString() } }]);
 }

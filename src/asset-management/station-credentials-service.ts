@@ -141,7 +141,8 @@ export async function checkStationCredential(db: Db, asset: StationLoginRow, pas
     context.log.warn({ station: asset.id, rotation: asset.rotationId }, 'station keeps using the password its latest rotation replaced; refused');
     context.onReplacedLogin?.();
     // With the first such login of the rotation, its asset.password.ignored event.
-    await db.transaction((tx) => recordReplacedLogin(tx, asset.id)).catch((error: unknown) => context.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'));
+    const rotationId = asset.rotationId;
+    if (rotationId) await db.transaction((tx) => recordReplacedLogin(tx, asset.id, rotationId)).catch((error: unknown) => context.log.warn({ err: loggableError(error) }, 'could not record a replaced-password login'));
     return 'replaced';
   }
   memory?.succeeded(asset.id, address);

@@ -4,10 +4,11 @@
 // ocpp-rpc's RPCClient, both OCPP versions; a second app on the same database plays a second
 // replica (PGlite: in-process; PostgreSQL: LISTEN/NOTIFY).
 import type { AddressInfo } from 'node:net';
-import { asc, eq } from 'drizzle-orm';
+import { asc, eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { assetPasswordChanges } from '../../src/asset-management/asset-management-tables.js';
-import { markStaleLogin } from '../../src/asset-management/assets-repository.js';
+import { recordReplacedLogin } from '../../src/asset-management/password-audit-service.js';
+import { rowsOf } from '../../src/db/database.js';
 import { subprotocolOf, type OcppVersion } from '../../src/kernel/ocpp-vocabulary.js';
 import { ASSET_WRITER, familyError, siblingApp } from '../helpers/asset-factory.js';
 import { eventually } from '../helpers/eventually.js';
@@ -41,6 +42,12 @@ async function rotation(id: string) {
 async function outcomes(id: string) {
   const rows = await t.database.db.select().from(assetPasswordChanges).where(eq(assetPasswordChanges.assetId, id)).orderBy(asc(assetPasswordChanges.changedAt));
   return rows.map((r) => r.outcome);
+}
+
+// The rotation ids of the asset's asset.password.ignored events, oldest first.
+async function ignoredEvents(assetId: string): Promise<string[]> {
+  const rows = await rowsOf<{ data: string }>(t.database.db, sql`SELECT data FROM events WHERE type = 'asset.password.ignored' AND (data::json)->>'assetId' = ${assetId} ORDER BY id`);
+  return rows.map((r) => (JSON.parse(r.data) as { rotationId: string }).rotationId);
 }
 
 async function connect(s: ProvisionedStation, password: string, endpoint = t.endpoint): Promise<StationClient> {
@@ -210,10 +217,34 @@ describe('rollback and the station', () => {
   it('a refused login with the retired password that is recorded after the rollback committed does not mark the rolled-back rotation', async () => {
     const s = await stationAnswering('2.0.1', accepted('2.0.1'));
     expect((await post({ id: s.id })).statusCode).toBe(200);
+    const switched = (await rotation(s.id)).id as string;
     expect((await post({ id: s.id, rollback: true })).statusCode).toBe(200);
     // The login was checked against the switch just before the rollback; its record lands after.
-    await markStaleLogin(t.database.db, s.id);
+    await t.database.db.transaction((tx) => recordReplacedLogin(tx, s.id, switched));
     expect(await rotation(s.id)).toMatchObject({ state: 'ROLLED_BACK', staleLoginAt: null });
+    expect(await ignoredEvents(s.id)).toEqual([]);
+  });
+
+  it('nor does one recorded after a forced change committed: the forced change is a switch of its own, and the event would name it', async () => {
+    const s = await stationAnswering('2.0.1', accepted('2.0.1'));
+    expect((await post({ id: s.id })).statusCode).toBe(200);
+    const ignored = (await rotation(s.id)).id as string;
+    await s.client.close({ force: true });
+    await eventually(async () => {
+      const read = await t.app.inject({ url: `/asset-management/v1/assets/${s.id}`, headers: { authorization: t.bearer({ scopes: ['read:asset'] }) } });
+      expect(read.json().data.station.connected).toBe(false);
+    });
+    expect((await post({ id: s.id, force: true })).statusCode).toBe(200);
+    const forced = await rotation(s.id);
+    expect(forced).toMatchObject({ state: 'FORCED' });
+    // A login with the password the first switch retired, checked against that switch just
+    // before the forced change committed; its record lands after.
+    await t.database.db.transaction((tx) => recordReplacedLogin(tx, s.id, ignored));
+    expect(await rotation(s.id)).toMatchObject({ id: forced.id, state: 'FORCED', staleLoginAt: null });
+    expect(await ignoredEvents(s.id)).toEqual([]);
+    // A login checked against the forced change itself is reported, naming it.
+    await t.database.db.transaction((tx) => recordReplacedLogin(tx, s.id, forced.id as string));
+    expect(await ignoredEvents(s.id)).toEqual([forced.id]);
   });
 });
 
