@@ -20,6 +20,13 @@ export async function findSubscription(db: Executor, scope: NetworkScope, id: st
   return row;
 }
 
+// The same, its row held against a delete until the transaction ends (FOR KEY SHARE: an update of
+// its other columns goes on), so that what the caller inserts for it still has it to refer to.
+export async function findSubscriptionKept(tx: Executor, scope: NetworkScope, id: string): Promise<SubscriptionRow | undefined> {
+  const [row] = await tx.select().from(s).where(inNetwork(s.network, scope, eq(s.id, id))).limit(1).for('key share');
+  return row;
+}
+
 export async function listSubscriptions(db: Executor, scope: NetworkScope, options: { limit: number; startingAfter?: string | undefined }): Promise<SubscriptionRow[]> {
   return db
     .select()

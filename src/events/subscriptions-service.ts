@@ -118,11 +118,16 @@ export async function rotateSubscriptionSecret(db: Executor, scope: NetworkScope
 }
 
 // A webhook.test event delivered to this subscription only, whatever its events, even DISABLED.
+// Found and written in one transaction: a DELETE of the subscription at the same moment waits for
+// it, or makes it a 404, never a delivery that refers to no subscription.
 export async function sendTestEvent(db: Executor, scope: NetworkScope, id: string): Promise<{ eventId: string }> {
-  const row = await subscriptions.findSubscription(db, scope, id);
-  if (!row) throw notFound(id);
-  const data: WebhookTestData = { subscriptionId: row.id, at: new Date().toISOString() };
-  const eventId = await db.transaction((tx) => subscriptions.insertTestEvent(tx, row, JSON.stringify(data)));
+  const eventId = await db.transaction(async (tx) => {
+    const row = await subscriptions.findSubscriptionKept(tx, scope, id);
+    if (!row) return undefined;
+    const data: WebhookTestData = { subscriptionId: row.id, at: new Date().toISOString() };
+    return subscriptions.insertTestEvent(tx, row, JSON.stringify(data));
+  });
+  if (eventId === undefined) throw notFound(id);
   signalNewEvents();
   return { eventId };
 }

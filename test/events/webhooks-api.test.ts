@@ -193,6 +193,20 @@ describe('webhook subscriptions', () => {
     expect(tested.statusCode).toBe(202);
   });
 
+  it('a test event sent while the subscription is deleted is 202 or 404, never a 500', async () => {
+    const network = uniqueNetwork();
+    for (let i = 0; i < 20; i++) {
+      const s = await create(network);
+      const [tested, deleted] = await Promise.all([
+        t.app.inject({ method: 'POST', url: `${BASE}/${s.id}/test`, headers: auth([WRITE], network) }),
+        t.app.inject({ method: 'DELETE', url: `${BASE}/${s.id}`, headers: auth([WRITE], network) }),
+      ]);
+      expect(deleted.statusCode).toBe(204);
+      expect([202, 404], tested.body).toContain(tested.statusCode);
+      if (tested.statusCode === 404) expect(tested.json()).toEqual(familyError('NOT_FOUND', 'SUBSCRIPTION_NOT_FOUND'));
+    }
+  });
+
   it('deletes: 204, then 404', async () => {
     const network = uniqueNetwork();
     const s = await create(network);
