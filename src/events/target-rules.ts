@@ -1,4 +1,5 @@
 import { lookup } from 'node:dns/promises';
+import pLimit from 'p-limit';
 import { checkTargetUrlForm, classifyAddress } from './target-addresses.js';
 
 // A webhook target's URL checked when a subscription names it, and the resolution that the
@@ -28,6 +29,7 @@ export async function resolveTarget(
   try {
     addresses = await (options.resolve ?? resolveWithSystem)(hostname);
   } catch (error) {
+    if (error instanceof LookupTimedOut) return { ok: false, reason: `the host name ${hostname} could not be resolved in time` };
     const code = (error as NodeJS.ErrnoException).code;
     if (code !== undefined && NOT_FOUND_CODES.has(code)) return { ok: false, reason: `the host name ${hostname} does not resolve` };
     return { ok: false, reason: `the host name ${hostname} could not be resolved${code === undefined ? '' : ` (${code})`}` };
@@ -38,6 +40,46 @@ export async function resolveTarget(
     if (!verdict.allowed) return { ok: false, reason: `the host name ${hostname} resolves to ${verdict.reason}` };
   }
   return { ok: true, addresses };
+}
+
+// The lookups of the API's requests (docs/events.md, "Targets"): each system lookup holds a thread
+// of libuv's pool, which station logins' password hashes share, until the resolver answers, and a
+// name whose servers never answer holds it for the resolver's own time limit. So a request waits
+// at most CHECK_LOOKUP_TIMEOUT_MS for its answer (then a 400), at most CHECK_LOOKUPS run at once,
+// and requests for the same name at once share one lookup (boundedResolver).
+export const CHECK_LOOKUP_TIMEOUT_MS = 5_000;
+export const CHECK_LOOKUPS = 2;
+
+class LookupTimedOut extends Error {}
+
+export function boundedResolver(resolve: ResolveHost, options: { timeoutMs: number; concurrency: number }): ResolveHost {
+  const limit = pLimit(options.concurrency);
+  // The lookup of each name under way or waiting for a slot, and how many requests still wait for it.
+  const running = new Map<string, { result: Promise<ResolvedAddress[]>; waiting: number }>();
+  return (hostname) => {
+    let entry = running.get(hostname);
+    if (!entry) {
+      const made = { result: Promise.resolve<ResolvedAddress[]>([]), waiting: 0 };
+      // A lookup whose requests all gave up while it waited for a slot is not started.
+      made.result = limit(() => (made.waiting === 0 ? Promise.reject(new LookupTimedOut()) : resolve(hostname)));
+      running.set(hostname, made);
+      const forget = () => {
+        if (running.get(hostname) === made) running.delete(hostname);
+      };
+      made.result.then(forget, forget);
+      entry = made;
+    }
+    const shared = entry;
+    shared.waiting++;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        shared.waiting--;
+        reject(new LookupTimedOut());
+      }, options.timeoutMs);
+    });
+    return Promise.race([shared.result, timedOut]).finally(() => clearTimeout(timer));
+  };
 }
 
 // Whether a subscription may name `url`: its form (https, no credentials, length), then every

@@ -6,7 +6,7 @@ import { requireScope } from '../auth/auth-plugin.js';
 import { describeErrorShapes } from '../http/errors/error-shapes.js';
 import { serveErrorFamily } from '../http/errors/error-families.js';
 import { API_ROUTES_NEED } from '../http/plugin-order.js';
-import type { ResolveHost } from './target-rules.js';
+import { CHECK_LOOKUP_TIMEOUT_MS, CHECK_LOOKUPS, boundedResolver, resolveWithSystem, type ResolveHost } from './target-rules.js';
 import {
   SUBSCRIPTION_NOT_FOUND,
   createSubscription,
@@ -53,13 +53,16 @@ const readers = [requireScope('read:webhooks', 'write:webhooks')];
 export interface WebhooksRoutesOptions {
   // The resolver of target host names (default: the system's); tests pass their own.
   resolveHost?: ResolveHost | undefined;
+  // How long a request waits for its target's lookup (default CHECK_LOOKUP_TIMEOUT_MS).
+  lookupTimeoutMs?: number | undefined;
 }
 
 async function webhooksRoutes(app: FastifyInstance, options: WebhooksRoutesOptions): Promise<void> {
   serveErrorFamily(app, WEBHOOKS_ERROR_FAMILY);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { db } = app.database;
-  const policy = { allowPrivateTargets: app.config.webhooks.allowPrivateTargets, resolve: options.resolveHost };
+  const resolve = boundedResolver(options.resolveHost ?? resolveWithSystem, { timeoutMs: options.lookupTimeoutMs ?? CHECK_LOOKUP_TIMEOUT_MS, concurrency: CHECK_LOOKUPS });
+  const policy = { allowPrivateTargets: app.config.webhooks.allowPrivateTargets, resolve };
   const one = '/subscriptions/:id';
 
   r.post(

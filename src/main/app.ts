@@ -49,6 +49,8 @@ export interface BuildOptions {
   webhookPollIntervalMs?: number;
   // How webhook target host names resolve (default: the system's resolver); tests pass their own.
   webhookResolveHost?: ResolveHost;
+  // How long a subscription's request waits for its target's lookup (default 5 s); tests shorten it.
+  webhookLookupTimeoutMs?: number;
   // How often a replica looks for password changes whose waiting replica died (default 5 s); tests
   // shorten it.
   abandonedRotationsSweepMs?: number;
@@ -167,7 +169,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations, abandonedSweepMs: options.abandonedRotationsSweepMs });
-  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX, resolveHost: options.webhookResolveHost });
+  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX, resolveHost: options.webhookResolveHost, lookupTimeoutMs: options.webhookLookupTimeoutMs });
 
   return app;
 }

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import type { ResolveHost } from '../../src/events/target-rules.js';
 import { familyError, uniqueNetwork } from '../helpers/asset-factory.js';
+import { eventually } from '../helpers/eventually.js';
 
 const BASE = '/webhooks/v1/subscriptions';
 const LOOPBACK = () => Promise.resolve([{ address: '127.0.0.1', family: 4 }]);
@@ -278,5 +280,41 @@ describe('webhook targets', () => {
     expect(read.json().data.url).toBe('https://93.184.215.14/b');
     const allowed = await t.app.inject({ method: 'POST', url: BASE, headers: auth([WRITE]), payload: { url: 'http://127.0.0.1:9/a', events: ['payment.recorded'] } });
     expect(allowed.statusCode).toBe(201);
+  });
+
+  it('a lookup that never answers is a 400 after its time limit; at most two run at once, and requests for one name share one', async () => {
+    const started: string[] = [];
+    const answers: Array<() => void> = [];
+    // A resolver whose servers never answer, until the test lets them.
+    const silent: ResolveHost = (hostname) => {
+      started.push(hostname);
+      return new Promise((resolve) => answers.push(() => resolve([{ address: '93.184.215.14', family: 4 }])));
+    };
+    const slow = await createTestApp({ webhookResolveHost: silent, webhookLookupTimeoutMs: 300 });
+    try {
+      const create = (url: string) =>
+        slow.app.inject({ method: 'POST', url: BASE, headers: { authorization: slow.bearer({ scopes: [WRITE] }) }, payload: { url, events: ['payment.recorded'] } });
+      const urls = ['https://a.example.com/1', 'https://a.example.com/2', 'https://b.example.com/1', 'https://c.example.com/1', 'https://d.example.com/1'];
+      const res = await Promise.all(urls.map(create));
+      for (const [i, r] of res.entries()) {
+        expect(r.statusCode, urls[i]).toBe(400);
+        expect(r.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
+        expect(r.json().message).toMatch(/could not be resolved in time/);
+      }
+      // Two lookups, each name once (a.example.com's two requests share one); the requests that
+      // gave up waiting for a slot started none.
+      expect(started).toHaveLength(2);
+      expect(new Set(started).size).toBe(2);
+      const list = await slow.app.inject({ url: BASE, headers: { authorization: slow.bearer({ scopes: [READ] }) } });
+      expect(list.json().data.items).toEqual([]);
+      // Once the resolver answers, the slots are free again.
+      for (const answer of answers.splice(0)) answer();
+      const made = create('https://e.example.com/1');
+      await eventually(() => expect(started).toContain('e.example.com'));
+      answers.splice(0).forEach((answer) => answer());
+      expect((await made).statusCode).toBe(201);
+    } finally {
+      await slow.close();
+    }
   });
 });

@@ -45,6 +45,8 @@ export interface TestAppOptions {
   webhookPollIntervalMs?: number;
   // How webhook target host names resolve (default: the system's resolver).
   webhookResolveHost?: ResolveHost;
+  // How long a subscription's request waits for its target's lookup (default: production's 5 s).
+  webhookLookupTimeoutMs?: number;
   // How often password changes whose waiting replica died are looked for (default: production's).
   abandonedRotationsSweepMs?: number;
 }
@@ -70,7 +72,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       cb();
     },
   });
-  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs, webhookPollIntervalMs: options.webhookPollIntervalMs, webhookResolveHost: options.webhookResolveHost, abandonedRotationsSweepMs: options.abandonedRotationsSweepMs });
+  const app = await buildApp(config, { database, logStream, passwordHashParams: options.passwordHashParams, clock: options.clock, stationLoginLimits: options.stationLoginLimits, webhookRetryDelaysMs: options.webhookRetryDelaysMs, webhookPollIntervalMs: options.webhookPollIntervalMs, webhookResolveHost: options.webhookResolveHost, webhookLookupTimeoutMs: options.webhookLookupTimeoutMs, abandonedRotationsSweepMs: options.abandonedRotationsSweepMs });
   await options.routes?.(app);
   await app.ready();
   return {
