@@ -6,6 +6,13 @@ const booleanString = z
   .enum(['true', 'false', '1', '0'])
   .transform((v) => v === 'true' || v === '1');
 
+// A number in the environment is digits, nothing else: coerced, ' ' would read 0 (a rate limit
+// turned off, a random port), '0x10' 16 and '1e3' 1000.
+const envNumber = z
+  .string()
+  .regex(/^\d+$/, 'must be a whole number (digits only)')
+  .transform(Number);
+
 const optionalUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional();
 
 const postgresUrl = z
@@ -16,7 +23,7 @@ const postgresUrl = z
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   HOST: z.string().min(1).default('127.0.0.1'),
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  PORT: envNumber.pipe(z.number().int().min(0).max(65535)).default(3000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   TRUST_PROXY: booleanString.default(false),
   DATABASE_URL: postgresUrl.optional(),
@@ -27,36 +34,37 @@ const envSchema = z.object({
   // The password apart from the URL, so it needs no escaping and can come from a secret file.
   DATABASE_PASSWORD: z.string().optional(),
   DATABASE_PASSWORD_FILE: z.string().min(1).optional(),
-  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(500).default(10),
-  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(5000),
-  DATABASE_ACQUIRE_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(5000),
+  DATABASE_POOL_MAX: envNumber.pipe(z.number().int().min(1).max(500)).default(10),
+  DATABASE_STATEMENT_TIMEOUT_MS: envNumber.pipe(z.number().int().min(100).max(3_600_000)).default(5000),
+  DATABASE_ACQUIRE_TIMEOUT_MS: envNumber.pipe(z.number().int().min(100).max(3_600_000)).default(5000),
   DATA_DIR: z.string().min(1).default('./data'),
   AUTH_JWKS_URL: optionalUrl,
   AUTH_ISSUER: z.string().min(1).optional(),
   AUTH_AUDIENCE: z.string().min(1).optional(),
   AUTH_NETWORK_CLAIM: z.string().min(1).default('network'),
   AUTH_ROLES_CLAIM: z.string().min(1).default('roles'),
-  AUTH_TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86_400).default(3600),
+  AUTH_TOKEN_TTL_SECONDS: envNumber.pipe(z.number().int().min(60).max(86_400)).default(3600),
   AUTH_SIGNING_ALG: z.enum(['ES256', 'RS256']).default('ES256'),
-  AUTH_JWKS_CACHE_TTL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
-  AUTH_JWKS_REFETCH_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
+  AUTH_JWKS_CACHE_TTL_SECONDS: envNumber.pipe(z.number().int().min(1).max(86_400)).default(600),
+  AUTH_JWKS_REFETCH_INTERVAL_SECONDS: envNumber.pipe(z.number().int().min(0).max(3600)).default(30),
   // A revoked client's tokens stop working within 30 s (docs/api.md, Authentication).
-  AUTH_REVOCATION_REFRESH_SECONDS: z.coerce.number().int().min(1).max(30).default(10),
-  OCPP_MIN_SECURITY_PROFILE: z.coerce.number().int().min(1).max(3).pipe(z.literal(SECURITY_PROFILES)).default(2),
-  RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(6000),
-  RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).default(60),
+  AUTH_REVOCATION_REFRESH_SECONDS: envNumber.pipe(z.number().int().min(1).max(30)).default(10),
+  OCPP_MIN_SECURITY_PROFILE: envNumber.pipe(z.number().int().min(1).max(3)).pipe(z.literal(SECURITY_PROFILES)).default(2),
+  RATE_LIMIT_MAX: envNumber.pipe(z.number().int().min(0)).default(6000),
+  RATE_LIMIT_WINDOW_SECONDS: envNumber.pipe(z.number().int().min(1).max(86_400)).default(60),
   // The token endpoint's own bucket per address: a client secret must not be guessable at the
   // general budget, while a script or a test suite fetching tokens is not refused.
-  RATE_LIMIT_TOKEN_MAX: z.coerce.number().int().min(0).default(120),
+  RATE_LIMIT_TOKEN_MAX: envNumber.pipe(z.number().int().min(0)).default(120),
   // Several deployments may share one Redis: each counts under its own prefix.
   RATE_LIMIT_REDIS_PREFIX: z.string().min(1).max(200).default('charging-network:rate-limit:'),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   // Webhook targets on private, loopback and link-local addresses, and http URLs: for tests and a
   // network of one's own only (docs/events.md, "Targets").
   WEBHOOKS_ALLOW_PRIVATE_TARGETS: booleanString.default(false),
-  // Days an event and its deliveries are kept once none is pending (docs/events.md, "Retention").
-  WEBHOOKS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
-  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+  // Days an event and its deliveries are kept after it was made, and until none is pending
+  // (docs/events.md, "Retention").
+  WEBHOOKS_RETENTION_DAYS: envNumber.pipe(z.number().int().min(1).max(3650)).default(30),
+  SHUTDOWN_TIMEOUT_MS: envNumber.pipe(z.number().int().min(100).max(3_600_000)).default(10_000),
   // On SIGTERM, how long /readyz answers 503 (everything else still served) before the stop
   // begins, so a load balancer's health checks take the replica out first. Counts inside
   // SHUTDOWN_TIMEOUT_MS.
@@ -66,19 +74,19 @@ const envSchema = z.object({
     .transform(Number)
     .default(5),
   // Longest time for a request's headers and body to arrive (never bounds a handler's work).
-  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
+  REQUEST_TIMEOUT_MS: envNumber.pipe(z.number().int().min(1000).max(3_600_000)).default(30_000),
   // Connections the kernel completes and queues until the process accepts them. Node's default
   // (511) overflows in a reconnect storm: the kernel then drops the stations' SYNs, and each
   // retries after 1, 3, 7, 15 s. Linux caps it at net.core.somaxconn.
-  LISTEN_BACKLOG: z.coerce.number().int().min(1).max(65_535).default(4096),
-  OCPP_HEARTBEAT_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
+  LISTEN_BACKLOG: envNumber.pipe(z.number().int().min(1).max(65_535)).default(4096),
+  OCPP_HEARTBEAT_INTERVAL_SECONDS: envNumber.pipe(z.number().int().min(1).max(86_400)).default(300),
   // A socket that misses one ping is closed at the next: dead within twice this (at most 60 s).
-  OCPP_PING_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(30).default(30),
+  OCPP_PING_INTERVAL_SECONDS: envNumber.pipe(z.number().int().min(1).max(30)).default(30),
   // A replica that dies reads disconnected once its lease runs out (within 60 s).
-  OCPP_LEASE_SECONDS: z.coerce.number().int().min(1).max(60).default(30),
+  OCPP_LEASE_SECONDS: envNumber.pipe(z.number().int().min(1).max(60)).default(30),
   // How long a password change waits for the station's answer; any value ≥ 1.
-  OCPP_CALL_TIMEOUT_SECONDS: z.coerce.number().int().min(1).default(30),
-  OCPP_TLS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  OCPP_CALL_TIMEOUT_SECONDS: envNumber.pipe(z.number().int().min(1)).default(30),
+  OCPP_TLS_PORT: envNumber.pipe(z.number().int().min(0).max(65535)).optional(),
   OCPP_TLS_CERT_FILE: z.string().min(1).optional(),
   OCPP_TLS_KEY_FILE: z.string().min(1).optional(),
 });
@@ -91,6 +99,12 @@ const configSchema = envSchema.transform((e, ctx) => {
   const tlsVariables = [e.OCPP_TLS_PORT, e.OCPP_TLS_CERT_FILE, e.OCPP_TLS_KEY_FILE].filter((v) => v !== undefined).length;
   if (tlsVariables !== 0 && tlsVariables !== 3) {
     ctx.addIssue({ code: 'custom', path: ['OCPP_TLS_PORT'], message: 'OCPP_TLS_PORT, OCPP_TLS_CERT_FILE and OCPP_TLS_KEY_FILE go together' });
+    return z.NEVER;
+  }
+  // Both listeners ask for SO_REUSEPORT (on Node 22.12+), so one port named twice would not fail:
+  // the kernel would share its connections between the API and the TLS listener.
+  if (e.OCPP_TLS_PORT !== undefined && e.OCPP_TLS_PORT !== 0 && e.OCPP_TLS_PORT === e.PORT) {
+    ctx.addIssue({ code: 'custom', path: ['OCPP_TLS_PORT'], message: `must differ from PORT (${e.PORT})` });
     return z.NEVER;
   }
   let databasePassword = e.DATABASE_PASSWORD;

@@ -84,6 +84,23 @@ async function assertPortFree(host: string, port: number): Promise<void> {
   await new Promise((resolve) => probe.close(resolve));
 }
 
+// Which listener a failure to listen belongs to, for the one line that names its variable (a
+// failure without it is the API's, PORT).
+export interface ListenerOf {
+  variable: 'PORT' | 'OCPP_TLS_PORT';
+  port: number;
+}
+
+// A certificate or key file the process cannot read, as one line naming its variable (the reason
+// is the system's code: ENOENT, EACCES).
+function readTlsFile(variable: string, file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    throw new Error(`${variable} ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error });
+  }
+}
+
 export interface OcppTlsListener {
   server: HttpsServer;
   port: number;
@@ -101,8 +118,8 @@ export async function listenOcppTls(
   const limits = tlsTimeLimits(options.requestTimeoutMs);
   const server = createHttpsServer(
     {
-      cert: readFileSync(options.certFile),
-      key: readFileSync(options.keyFile),
+      cert: readTlsFile('OCPP_TLS_CERT_FILE', options.certFile),
+      key: readTlsFile('OCPP_TLS_KEY_FILE', options.keyFile),
       ...limits,
     },
     (_request, response) => {
@@ -114,7 +131,14 @@ export async function listenOcppTls(
   server.on('upgrade', app.stations.handleUpgrade);
   // A failed TLS handshake is the client's problem; Node destroys that socket itself.
   server.on('tlsClientError', () => undefined);
-  await listenOn(server, { port: options.port, host: options.host, backlog: options.backlog });
+  try {
+    // As for the API's port (runServer): with SO_REUSEPORT a port held by another process would be
+    // shared with it, not refused.
+    if (options.port !== 0) await assertPortFree(options.host, options.port);
+    await listenOn(server, { port: options.port, host: options.host, backlog: options.backlog });
+  } catch (error) {
+    throw Object.assign(error as Error, { listener: { variable: 'OCPP_TLS_PORT', port: options.port } satisfies ListenerOf });
+  }
   server.on('error', acceptErrorLog(app));
   await addAcceptors(server, options, acceptErrorLog(app));
   return {

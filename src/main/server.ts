@@ -1,7 +1,7 @@
 import { buildApp } from './app.js';
 import type { CreatedClient } from '../auth/clients-service.js';
 import { ConfigError, loadConfig, type AppConfig } from '../kernel/config.js';
-import { runServer } from './listeners.js';
+import { runServer, type ListenerOf } from './listeners.js';
 import { cliCommand, listCommand, localBaseUrl, tokenCommand } from './cli/printed-commands.js';
 
 function printBootstrap(client: CreatedClient, address: string, config: AppConfig) {
@@ -48,12 +48,13 @@ async function main() {
   if (client) printBootstrap(client, address, config);
 }
 
-// The operator's mistakes in HOST and PORT, as one line naming the variable.
+// The operator's mistakes in HOST, PORT and OCPP_TLS_PORT, as one line naming the variable.
 function listenProblem(error: unknown, config: AppConfig): unknown {
   const code = (error as NodeJS.ErrnoException).code;
-  const where = `${config.host}:${config.port}`;
-  if (code === 'EADDRINUSE') return new Error(`${where} is already in use (another process listens there): stop it, or set PORT`);
-  if (code === 'EACCES') return new Error(`${where} needs privileges this process lacks: set PORT above 1023`);
+  const { variable, port } = (error as { listener?: ListenerOf }).listener ?? { variable: 'PORT', port: config.port };
+  const where = `${config.host}:${port}`;
+  if (code === 'EADDRINUSE') return new Error(`${where} is already in use (another process listens there): stop it, or set ${variable}`);
+  if (code === 'EACCES') return new Error(`${where} needs privileges this process lacks: set ${variable} above 1023`);
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') {
     return new Error(`HOST ${config.host} is not an address of this machine (${code}): set HOST to one of its addresses, 127.0.0.1 or 0.0.0.0`);
   }

@@ -137,6 +137,25 @@ describe('loadConfig', () => {
     expectRejected({ OCPP_HEARTBEAT_INTERVAL_SECONDS: '0' }, 'OCPP_HEARTBEAT_INTERVAL_SECONDS');
     expectRejected({ OCPP_PING_INTERVAL_SECONDS: '31' }, 'OCPP_PING_INTERVAL_SECONDS');
     expectRejected({ OCPP_LEASE_SECONDS: '61' }, 'OCPP_LEASE_SECONDS');
+    expectRejected({ PORT: '3443', OCPP_TLS_PORT: '3443', OCPP_TLS_CERT_FILE: '/c.pem', OCPP_TLS_KEY_FILE: '/k.pem' }, 'OCPP_TLS_PORT');
+    expectRejected({ OCPP_TLS_PORT: '3000', OCPP_TLS_CERT_FILE: '/c.pem', OCPP_TLS_KEY_FILE: '/k.pem' }, 'OCPP_TLS_PORT');
+  });
+
+  it('a number is digits only: blank, hexadecimal, exponent or signed values are refused, not read as 0, 16 or 1000', () => {
+    for (const value of [' ', '  \t', '0x10', '1e3', '+5', '-1', '12 ', ' 12', '1.5']) {
+      for (const variable of ['PORT', 'RATE_LIMIT_MAX', 'RATE_LIMIT_TOKEN_MAX', 'AUTH_JWKS_REFETCH_INTERVAL_SECONDS', 'DATABASE_POOL_MAX']) {
+        const error = configError({ [variable]: value });
+        expect(error.message, `${variable}=${JSON.stringify(value)}`).toBe(`invalid configuration: ${variable}: must be a whole number (digits only)`);
+      }
+    }
+    expect(loadConfig({ RATE_LIMIT_MAX: '0', PORT: '0' })).toMatchObject({ port: 0 });
+  });
+
+  it('time limits a timer can hold: SHUTDOWN_TIMEOUT_MS and REQUEST_TIMEOUT_MS at most an hour, RATE_LIMIT_WINDOW_SECONDS at most a day', () => {
+    expect(loadConfig({ SHUTDOWN_TIMEOUT_MS: '3600000', REQUEST_TIMEOUT_MS: '3600000', RATE_LIMIT_WINDOW_SECONDS: '86400' })).toMatchObject({ shutdownTimeoutMs: 3_600_000, requestTimeoutMs: 3_600_000 });
+    expectRejected({ SHUTDOWN_TIMEOUT_MS: '3000000000' }, 'SHUTDOWN_TIMEOUT_MS');
+    expectRejected({ REQUEST_TIMEOUT_MS: '3600001' }, 'REQUEST_TIMEOUT_MS');
+    expectRejected({ RATE_LIMIT_WINDOW_SECONDS: '86401' }, 'RATE_LIMIT_WINDOW_SECONDS');
   });
 
   it('LISTEN_BACKLOG: 4096 unless set, a whole number from 1 to 65535', () => {

@@ -115,6 +115,30 @@ describe('listening sockets', () => {
       other.close();
     }
   });
+
+  it('the OCPP TLS port likewise, its line naming OCPP_TLS_PORT; a certificate or key it cannot read is a line naming its variable', async () => {
+    const certFile = join(dir, 'cert-2.pem');
+    const keyFile = join(dir, 'key-2.pem');
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+      '-subj', '/CN=localhost', '-keyout', keyFile, '-out', certFile,
+    ], { stdio: 'ignore' });
+    const other = createServer();
+    await listen(other, 0);
+    const port = (other.address() as { port: number }).port;
+    try {
+      const tls = { OCPP_TLS_PORT: String(port), OCPP_TLS_CERT_FILE: certFile, OCPP_TLS_KEY_FILE: keyFile };
+      const held = await runProcess(['src/server.ts'], { DATA_DIR: join(dir, 'data-tls-held'), PORT: '0', ...tls });
+      expect(held.code).toBe(1);
+      expect(outputLines(held.stderr)).toEqual([`failed to start: 127.0.0.1:${port} is already in use (another process listens there): stop it, or set OCPP_TLS_PORT`]);
+      const missing = join(dir, 'no-such-key.pem');
+      const unread = await runProcess(['src/server.ts'], { DATA_DIR: join(dir, 'data-tls-key'), PORT: '0', ...tls, OCPP_TLS_PORT: '0', OCPP_TLS_KEY_FILE: missing });
+      expect(unread.code).toBe(1);
+      expect(outputLines(unread.stderr)).toEqual([`failed to start: OCPP_TLS_KEY_FILE ${missing}: cannot read it (ENOENT)`]);
+    } finally {
+      other.close();
+    }
+  });
 });
 
 // The hand-over itself, on any Node: an acceptor on a port of its own (Node 20 cannot share one).
