@@ -1,4 +1,4 @@
-import { desc, eq, gt, sql } from 'drizzle-orm';
+import { count, desc, eq, gt, isNull, sql } from 'drizzle-orm';
 import type { Executor } from '../db/database.js';
 import { inNetwork } from '../db/in-network.js';
 import type { NetworkScope } from '../kernel/network-scope.js';
@@ -13,6 +13,19 @@ const s = webhookSubscriptions;
 export async function insertSubscription(db: Executor, row: NewSubscriptionRow): Promise<SubscriptionRow> {
   const [inserted] = await db.insert(s).values(row).returning();
   return inserted!;
+}
+
+// A subscription made only while its network has fewer than `max`; undefined when it has them
+// already. A network's subscriptions are made one at a time (a lock on the network for the
+// transaction's length), so two made at once cannot both find room for one.
+export async function insertSubscriptionWithin(tx: Executor, row: NewSubscriptionRow & { network: string | null }, max: number): Promise<SubscriptionRow | undefined> {
+  await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`webhook_subscriptions:${row.network ?? ''}`}, 0))`);
+  const [held] = await tx
+    .select({ n: count() })
+    .from(s)
+    .where(row.network === null ? isNull(s.network) : eq(s.network, row.network));
+  if ((held?.n ?? 0) >= max) return undefined;
+  return insertSubscription(tx, row);
 }
 
 export async function findSubscription(db: Executor, scope: NetworkScope, id: string): Promise<SubscriptionRow | undefined> {

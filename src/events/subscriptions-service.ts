@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Executor } from '../db/database.js';
-import { BadRequestError, NotFoundError } from '../kernel/errors.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { NetworkScope } from '../kernel/network-scope.js';
 import type { WebhookTestData } from './event-types.js';
@@ -15,6 +15,12 @@ import { DELIVERIES_SHOWN, type CreateSubscriptionInput, type DeliveryOutput, ty
 // network claim makes subscriptions of every network (network null). Another network's is a 404.
 
 export const SUBSCRIPTION_NOT_FOUND = 'SUBSCRIPTION_NOT_FOUND';
+export const SUBSCRIPTION_LIMIT_REACHED = 'SUBSCRIPTION_LIMIT_REACHED';
+
+// Each event is delivered once to every subscription of its network: the subscriptions a network
+// may have bound the deliveries one event makes, and the rows one fan-out writes (docs/events.md,
+// "Subscribing"). Those made without a network claim (network null) count as one more network.
+export const MAX_SUBSCRIPTIONS_PER_NETWORK = 16;
 
 export interface TargetPolicy {
   allowPrivateTargets: boolean;
@@ -59,14 +65,14 @@ export async function createSubscription(
   input: CreateSubscriptionInput,
 ): Promise<SubscriptionOutput & { secret: string }> {
   await requireAllowedTarget(input.url, policy);
-  const row = await subscriptions.insertSubscription(db, {
-    id: newId('whk'),
-    network: scope.network,
-    url: input.url,
-    events: input.events,
-    description: input.description ?? null,
-    secret: newSecret(),
-  });
+  const made = { id: newId('whk'), network: scope.network, url: input.url, events: input.events, description: input.description ?? null, secret: newSecret() };
+  const row = await db.transaction((tx) => subscriptions.insertSubscriptionWithin(tx, made, MAX_SUBSCRIPTIONS_PER_NETWORK));
+  if (!row) {
+    throw new ConflictError(
+      `${scope.network === null ? 'Subscriptions without a network' : `Network ${scope.network}`} may have at most ${MAX_SUBSCRIPTIONS_PER_NETWORK} webhook subscriptions; delete one first`,
+      SUBSCRIPTION_LIMIT_REACHED,
+    );
+  }
   return { ...toOutput(row), secret: row.secret };
 }
 

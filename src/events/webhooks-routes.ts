@@ -8,6 +8,8 @@ import { serveErrorFamily } from '../http/errors/error-families.js';
 import { API_ROUTES_NEED } from '../http/plugin-order.js';
 import { CHECK_LOOKUP_TIMEOUT_MS, CHECK_LOOKUPS, boundedResolver, resolveWithSystem, type ResolveHost } from './target-rules.js';
 import {
+  MAX_SUBSCRIPTIONS_PER_NETWORK,
+  SUBSCRIPTION_LIMIT_REACHED,
   SUBSCRIPTION_NOT_FOUND,
   createSubscription,
   deleteSubscription,
@@ -76,7 +78,16 @@ async function webhooksRoutes(app: FastifyInstance, options: WebhooksRoutesOptio
         description:
           "The URL must be https and must not resolve to a private, loopback, link-local or metadata address (400 otherwise). A network-scoped token's subscription receives its network's events only; one made without a network claim has `network: null` and receives every network's.",
         body: createSubscriptionBody,
-        response: webhooksResponses({ 201: envelope(subscriptionWithSecretOutput) }),
+        response: webhooksResponses(
+          { 201: envelope(subscriptionWithSecretOutput) },
+          {
+            409: {
+              codes: [SUBSCRIPTION_LIMIT_REACHED],
+              means: `The network has ${MAX_SUBSCRIPTIONS_PER_NETWORK} subscriptions already (the most it may have); nothing was made`,
+              examples: [{ code: SUBSCRIPTION_LIMIT_REACHED, message: `Network net_1 may have at most ${MAX_SUBSCRIPTIONS_PER_NETWORK} webhook subscriptions; delete one first` }],
+            },
+          },
+        ),
       },
     },
     async (request, reply) => {

@@ -195,6 +195,32 @@ describe('webhook subscriptions', () => {
     expect(tested.statusCode).toBe(202);
   });
 
+  it('a network has at most 16 subscriptions: the 17th is a 409 that makes nothing, even when 20 are asked for at once; another network is not counted', async () => {
+    const network = uniqueNetwork();
+    const asked = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        t.app.inject({ method: 'POST', url: BASE, headers: auth([WRITE], network), payload: { url: `https://hooks.example.com/${i}`, events: ['payment.recorded'] } }),
+      ),
+    );
+    expect(asked.filter((r) => r.statusCode === 201)).toHaveLength(16);
+    const refused = asked.filter((r) => r.statusCode !== 201);
+    expect(refused).toHaveLength(4);
+    for (const r of refused) {
+      expect(r.statusCode).toBe(409);
+      expect(r.json()).toEqual({ type: 'CONFLICT', code: 'SUBSCRIPTION_LIMIT_REACHED', message: `Network ${network} may have at most 16 webhook subscriptions; delete one first` });
+    }
+    const listed = await t.app.inject({ url: `${BASE}?limit=100`, headers: auth([READ], network) });
+    expect(listed.json().data.items).toHaveLength(16);
+    // Another network has its own 16.
+    expect((await create(uniqueNetwork())).id).toMatch(/^whk_/);
+    // One deleted makes room for one.
+    const first = listed.json().data.items[0] as { id: string };
+    expect((await t.app.inject({ method: 'DELETE', url: `${BASE}/${first.id}`, headers: auth([WRITE], network) })).statusCode).toBe(204);
+    expect((await create(network)).id).toMatch(/^whk_/);
+    const again = await t.app.inject({ method: 'POST', url: BASE, headers: auth([WRITE], network), payload: { url: 'https://hooks.example.com/x', events: ['payment.recorded'] } });
+    expect(again.statusCode).toBe(409);
+  });
+
   it('a test event sent while the subscription is deleted is 202 or 404, never a 500', async () => {
     const network = uniqueNetwork();
     for (let i = 0; i < 20; i++) {

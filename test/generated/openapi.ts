@@ -3222,6 +3222,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description The network has 16 subscriptions already (the most it may have); nothing was made */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "CONFLICT",
+                     *       "code": "SUBSCRIPTION_LIMIT_REACHED",
+                     *       "message": "Network net_1 may have at most 16 webhook subscriptions; delete one first"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        type: "CONFLICT";
+                        /** @enum {string} */
+                        code: "SUBSCRIPTION_LIMIT_REACHED";
+                        message: string;
+                    };
+                };
+            };
             /** @description Too many requests; retry after Retry-After seconds */
             429: {
                 headers: {
