@@ -21,17 +21,25 @@ export async function fanOutEvents(db: Executor, limit: number, take: Omit<Settl
         ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
       ),
       targets AS (
-        SELECT batch.id AS event_id, s.id AS subscription_id, batch.created_at,
+        SELECT batch.id AS event_id, s.id AS subscription_id, s.network, batch.created_at,
           row_number() OVER (PARTITION BY s.id ORDER BY batch.created_at, batch.id) AS nth
         FROM batch
         JOIN webhook_subscriptions s
           ON s.status = 'ENABLED' AND batch.type = ANY (s.events) AND (s.network IS NULL OR s.network = batch.network)
       ),
-      within_share AS (
-        SELECT t.event_id, t.subscription_id, t.created_at,
-          t.nth <= ${take.perSubscription} - coalesce(h.n, 0) AS fits
+      held AS (
+        SELECT s.id, s.network, h.n FROM ${heldSql(take.held)} h JOIN webhook_subscriptions s ON s.id = h.key
+      ),
+      within_subscription AS (
+        SELECT t.event_id, t.subscription_id, t.network, t.created_at,
+          t.nth <= ${take.perSubscription} - coalesce((SELECT held.n FROM held WHERE held.id = t.subscription_id), 0) AS fits
         FROM targets t
-        LEFT JOIN ${heldSql(take.held)} h ON h.key = t.subscription_id
+      ),
+      within_share AS (
+        SELECT w.event_id, w.subscription_id, w.created_at,
+          w.fits AND row_number() OVER (PARTITION BY w.network, w.fits ORDER BY w.created_at, w.event_id, w.subscription_id)
+            <= ${take.perNetwork} - coalesce((SELECT sum(held.n) FROM held WHERE held.network IS NOT DISTINCT FROM w.network), 0) AS fits
+        FROM within_subscription w
       ),
       chosen AS (
         SELECT w.event_id, w.subscription_id,
@@ -114,6 +122,9 @@ export interface SettleAndClaim {
   // subscription id).
   limit: number;
   perSubscription: number;
+  // And at most `perNetwork` to the subscriptions of one network (those without a network count as
+  // one), less what this replica holds of them, however many subscriptions the network has.
+  perNetwork: number;
   held: ReadonlyMap<string, number>;
   // How long each taken delivery is leased (its next attempt is due then, should this one never
   // report).
@@ -171,14 +182,23 @@ export function settleAndClaimStatement(work: SettleAndClaim): SQL {
           AND d.next_attempt_at IS NOT NULL
         RETURNING 1
       ),
-      room AS (
-        SELECT s.id, s.status, LEAST(${work.perSubscription} - coalesce(h.n, 0), ${work.limit}) AS room
+      shares AS (
+        SELECT s.id, s.status, s.network, coalesce(h.n, 0) AS n,
+          sum(coalesce(h.n, 0)) OVER (PARTITION BY s.network) AS network_n
         FROM webhook_subscriptions s
         LEFT JOIN ${heldSql(work.held)} h ON h.key = s.id
-        WHERE ${work.limit} > 0 AND coalesce(h.n, 0) < ${work.perSubscription}
+      ),
+      room AS (
+        SELECT id, status, network, ${work.perNetwork} - network_n AS network_room,
+          LEAST(${work.perSubscription} - n, ${work.perNetwork} - network_n, ${work.limit}) AS room
+        FROM shares
+        WHERE ${work.limit} > 0 AND n < ${work.perSubscription} AND network_n < ${work.perNetwork}
       ),
       due AS (
-        SELECT x.event_id, x.subscription_id FROM room CROSS JOIN LATERAL (
+        SELECT ranked.event_id, ranked.subscription_id FROM (
+        SELECT x.event_id, x.subscription_id, x.next_attempt_at, room.network_room,
+          row_number() OVER (PARTITION BY room.network ORDER BY x.next_attempt_at) AS nth
+        FROM room CROSS JOIN LATERAL (
           SELECT * FROM (
             SELECT d.event_id, d.subscription_id, d.next_attempt_at FROM webhook_deliveries d
             WHERE room.status = 'ENABLED' AND d.subscription_id = room.id AND d.state = 'PENDING' AND d.next_attempt_at <= now()
@@ -196,7 +216,9 @@ export function settleAndClaimStatement(work: SettleAndClaim): SQL {
             FOR UPDATE OF d SKIP LOCKED
           ) tests
         ) x
-        ORDER BY x.next_attempt_at LIMIT ${work.limit}
+        ) ranked
+        WHERE ranked.nth <= ranked.network_room
+        ORDER BY ranked.next_attempt_at LIMIT ${work.limit}
       )
       UPDATE webhook_deliveries d
       SET attempts = d.attempts + 1,

@@ -23,9 +23,11 @@ export interface DeliveryWorkerOptions {
   retryDelaysMs?: readonly number[] | undefined;
   // How often it looks for work when nothing woke it.
   pollIntervalMs?: number | undefined;
-  // Attempts in flight at once, and of those at most `perSubscription` to one subscription.
+  // Attempts in flight at once, and of those at most `perSubscription` to one subscription and
+  // `perNetwork` to one network's.
   concurrency?: number | undefined;
   perSubscription?: number | undefined;
+  perNetwork?: number | undefined;
   onOutcome?: (outcome: Outcome) => void;
 }
 
@@ -43,6 +45,9 @@ export const CONCURRENCY = 512;
 // A quarter of the slots: three subscriptions whose receivers hang leave the others a quarter of
 // them.
 export const SUBSCRIPTION_SHARE = CONCURRENCY / 4;
+// And a quarter to the subscriptions of one network together, so that one network's receivers,
+// however many, cannot hold the slots every other network's deliveries wait for.
+export const NETWORK_SHARE = CONCURRENCY / 4;
 const FAN_OUT_BATCH = 500;
 const STOP_WAIT_MS = 2_000;
 // A signal may come before its transaction commits: look a moment later. The same wait gathers
@@ -57,6 +62,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   const pollMs = options.pollIntervalMs ?? 500;
   const concurrency = options.concurrency ?? CONCURRENCY;
   const perSubscription = options.perSubscription ?? SUBSCRIPTION_SHARE;
+  const perNetwork = options.perNetwork ?? NETWORK_SHARE;
   let running = false;
   let inFlight = 0;
   // Attempts in flight by subscription id (none: not in the map).
@@ -154,7 +160,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     const results = finished;
     finished = [];
     try {
-      const claimed = await settleAndClaim(db, { results, limit: Math.max(0, free), perSubscription, held, leaseMs: ATTEMPT_LEASE_MS });
+      const claimed = await settleAndClaim(db, { results, limit: Math.max(0, free), perSubscription, perNetwork, held, leaseMs: ATTEMPT_LEASE_MS });
       // A retry due before the next poll: its time counts from this write, not from the attempt.
       let soonest = Infinity;
       for (const result of results) if (result.retryInMs !== null) soonest = Math.min(soonest, result.retryInMs);
@@ -180,7 +186,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       fanOutNow = false;
       signalled = false;
       fannedOutAt = performance.now();
-      const fanned = await fanOutEvents(db, FAN_OUT_BATCH, { limit: Math.max(0, concurrency - inFlight), perSubscription, held, leaseMs: ATTEMPT_LEASE_MS });
+      const fanned = await fanOutEvents(db, FAN_OUT_BATCH, { limit: Math.max(0, concurrency - inFlight), perSubscription, perNetwork, held, leaseMs: ATTEMPT_LEASE_MS });
       for (const delivery of fanned.taken) attempt(delivery);
       if (fanned.events === FAN_OUT_BATCH) fanOutNow = true;
       // Made but not taken (no room): due now, for the next claim.

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { rowsOf } from '../../src/db/database.js';
-import { GATHER_MS, SUBSCRIPTION_SHARE } from '../../src/events/delivery-worker.js';
+import { GATHER_MS, NETWORK_SHARE, SUBSCRIPTION_SHARE } from '../../src/events/delivery-worker.js';
 import { appendEvents } from '../../src/events/events-service.js';
 import { createTestApp, type TestApp } from '../helpers/test-app.js';
 import { uniqueNetwork } from '../helpers/asset-factory.js';
@@ -277,6 +277,47 @@ describe('webhook deliveries', () => {
       expect(deliveriesA.map((d) => d.state)).toEqual(Array(backlogA).fill('SUCCEEDED'));
       for (const webhook of receiver.received) verified(a.secret, webhook);
       expect(new Set(receiver.received.map((w) => w.headers['webhook-id'])).size).toBe(backlogA);
+    } finally {
+      receiver.hang(false);
+      await otherReceiver.close();
+    }
+  });
+
+  it('the subscriptions of one network together hold the network’s share and no more: two of its receivers hanging leave the slots to other networks', async () => {
+    const hung = uniqueNetwork();
+    const other = uniqueNetwork();
+    const otherReceiver = await startReceiver();
+    const append = (network: string, count: number) =>
+      t.database.db.transaction((tx) =>
+        appendEvents(
+          tx,
+          Array.from({ length: count }, (_, i) => ({ type: 'asset.password.ignored' as const, network, data: { assetId: `CP-${i}`, network, rotationId: `apc_${i}`, at: new Date().toISOString() } })),
+        ),
+      );
+    try {
+      // Two subscriptions of one network, each with more due deliveries than its own share.
+      const a1 = await subscribe(hung, ['asset.password.ignored']);
+      const a2 = await subscribe(hung, ['asset.password.ignored']);
+      receiver.hang(true);
+      const backlogA = SUBSCRIPTION_SHARE + 16;
+      await append(hung, backlogA);
+      await receiver.waitFor(NETWORK_SHARE);
+      const backlogB = 20;
+      const b = await subscribe(other, ['asset.password.ignored'], otherReceiver.url);
+      await append(other, backlogB);
+      const deliveredB = await otherReceiver.waitFor(backlogB);
+      expect(deliveredB.map((w) => verified(b.secret, w).type)).toEqual(Array(backlogB).fill('asset.password.ignored'));
+      // The network's share was started and hangs, split between its subscriptions; none beyond it.
+      expect(receiver.hanging()).toBe(NETWORK_SHARE);
+      expect(receiver.received).toHaveLength(NETWORK_SHARE);
+      const started = [...(await allDeliveriesOf(a1.id)), ...(await allDeliveriesOf(a2.id))].filter((d) => d.attempts === 1);
+      expect(started).toHaveLength(NETWORK_SHARE);
+
+      receiver.hang(false);
+      for (const a of [a1, a2]) {
+        const done = await eventually(() => allDeliveriesOf(a.id), (d) => d.length === backlogA && d.every((x) => x.state === 'SUCCEEDED'));
+        expect(done.map((d) => d.state)).toEqual(Array(backlogA).fill('SUCCEEDED'));
+      }
     } finally {
       receiver.hang(false);
       await otherReceiver.close();

@@ -47,7 +47,7 @@ async function deliveries(network: string, subscriptionId: string, count: number
 
 // A round of one replica with nothing in flight: `results` written, up to `limit` claimed.
 function work(results: AttemptResult[], limit: number): SettleAndClaim {
-  return { results, limit, perSubscription: limit, held: new Map(), leaseMs: 30_000 };
+  return { results, limit, perSubscription: limit, perNetwork: limit, held: new Map(), leaseMs: 30_000 };
 }
 
 interface PlanNode {
@@ -164,7 +164,7 @@ onServer?.('the delivery statements on PostgreSQL', () => {
       await single.migrate();
       const network = uniqueNetwork();
       const subscriptionId = await insertSubscription(single.db, network);
-      const take = { limit: 64, perSubscription: 64, held: new Map<string, number>(), leaseMs: 30_000 };
+      const take = { limit: 64, perSubscription: 64, perNetwork: 64, held: new Map<string, number>(), leaseMs: 30_000 };
       // The server tries custom plans for a named statement's first five runs.
       for (let round = 0; round < 7; round++) {
         await insertEvents(single.db, [{ network, type: 'payment.recorded', data: '{}' }]);
