@@ -45,9 +45,11 @@ export const CONCURRENCY = 512;
 // A quarter of the slots: three subscriptions whose receivers hang leave the others a quarter of
 // them.
 export const SUBSCRIPTION_SHARE = CONCURRENCY / 4;
-// And a quarter to the subscriptions of one network together, so that one network's receivers,
-// however many, cannot hold the slots every other network's deliveries wait for.
-export const NETWORK_SHARE = CONCURRENCY / 4;
+// And half to the subscriptions of one network together, so that one network's receivers, however
+// many, leave the other networks half the slots. Not a quarter: a network's two subscriptions (a
+// finance system and an operations one) would then share one subscription's slots, and recording
+// payments with both active cost measurably more (docs/performance.md, "Webhooks").
+export const NETWORK_SHARE = CONCURRENCY / 2;
 const FAN_OUT_BATCH = 500;
 const STOP_WAIT_MS = 2_000;
 // A signal may come before its transaction commits: look a moment later. The same wait gathers

@@ -283,7 +283,7 @@ describe('webhook deliveries', () => {
     }
   });
 
-  it('the subscriptions of one network together hold the network’s share and no more: two of its receivers hanging leave the slots to other networks', async () => {
+  it('the subscriptions of one network together hold the network’s share and no more: three of its receivers hanging leave the slots to other networks', async () => {
     const hung = uniqueNetwork();
     const other = uniqueNetwork();
     const otherReceiver = await startReceiver();
@@ -295,9 +295,12 @@ describe('webhook deliveries', () => {
         ),
       );
     try {
-      // Two subscriptions of one network, each with more due deliveries than its own share.
+      // Three subscriptions of one network, each with more due deliveries than its own share: more
+      // than the network's share together.
       const a1 = await subscribe(hung, ['asset.password.ignored']);
       const a2 = await subscribe(hung, ['asset.password.ignored']);
+      const a3 = await subscribe(hung, ['asset.password.ignored']);
+      expect(3 * SUBSCRIPTION_SHARE).toBeGreaterThan(NETWORK_SHARE);
       receiver.hang(true);
       const backlogA = SUBSCRIPTION_SHARE + 16;
       await append(hung, backlogA);
@@ -310,11 +313,11 @@ describe('webhook deliveries', () => {
       // The network's share was started and hangs, split between its subscriptions; none beyond it.
       expect(receiver.hanging()).toBe(NETWORK_SHARE);
       expect(receiver.received).toHaveLength(NETWORK_SHARE);
-      const started = [...(await allDeliveriesOf(a1.id)), ...(await allDeliveriesOf(a2.id))].filter((d) => d.attempts === 1);
+      const started = [...(await allDeliveriesOf(a1.id)), ...(await allDeliveriesOf(a2.id)), ...(await allDeliveriesOf(a3.id))].filter((d) => d.attempts === 1);
       expect(started).toHaveLength(NETWORK_SHARE);
 
       receiver.hang(false);
-      for (const a of [a1, a2]) {
+      for (const a of [a1, a2, a3]) {
         const done = await eventually(() => allDeliveriesOf(a.id), (d) => d.length === backlogA && d.every((x) => x.state === 'SUCCEEDED'));
         expect(done.map((d) => d.state)).toEqual(Array(backlogA).fill('SUCCEEDED'));
       }
