@@ -44,6 +44,17 @@ async function deliveriesOf(id: string, on: TestApp = t): Promise<{ eventId: str
 }
 
 // Every delivery of a subscription, from its table: the endpoint shows the latest 100 only.
+// `count` asset.password.ignored events of `network` appended at once, as a burst of changes leaves
+// them in the outbox.
+function appendBacklog(network: string, count: number): Promise<void> {
+  return t.database.db.transaction((tx) =>
+    appendEvents(
+      tx,
+      Array.from({ length: count }, (_, i) => ({ type: 'asset.password.ignored' as const, network, data: { assetId: `CP-${i}`, network, rotationId: `apc_${i}`, at: new Date().toISOString() } })),
+    ),
+  );
+}
+
 async function allDeliveriesOf(id: string): Promise<{ state: string; attempts: number; lastStatus: number | null; lastError: string | null }[]> {
   return rowsOf(t.database.db, sql`SELECT state, attempts, last_status AS "lastStatus", last_error AS "lastError" FROM webhook_deliveries WHERE subscription_id = ${id}`);
 }
@@ -243,24 +254,16 @@ describe('webhook deliveries', () => {
     const hung = uniqueNetwork();
     const other = uniqueNetwork();
     const otherReceiver = await startReceiver();
-    // A backlog appended at once, as a burst of changes leaves it in the outbox.
-    const append = (network: string, count: number) =>
-      t.database.db.transaction((tx) =>
-        appendEvents(
-          tx,
-          Array.from({ length: count }, (_, i) => ({ type: 'asset.password.ignored' as const, network, data: { assetId: `CP-${i}`, network, rotationId: `apc_${i}`, at: new Date().toISOString() } })),
-        ),
-      );
     try {
       const a = await subscribe(hung, ['asset.password.ignored']);
       const b = await subscribe(other, ['asset.password.ignored'], otherReceiver.url);
       receiver.hang(true);
       // More due deliveries than its share: it takes its share, and they hang.
       const backlogA = SUBSCRIPTION_SHARE + 16;
-      await append(hung, backlogA);
+      await appendBacklog(hung, backlogA);
       await receiver.waitFor(SUBSCRIPTION_SHARE);
       const backlogB = 20;
-      await append(other, backlogB);
+      await appendBacklog(other, backlogB);
       const deliveredB = await otherReceiver.waitFor(backlogB);
       expect(deliveredB.map((w) => verified(b.secret, w).type)).toEqual(Array(backlogB).fill('asset.password.ignored'));
       // B's backlog went through while every attempt A was given still hangs: none of them has
@@ -287,13 +290,6 @@ describe('webhook deliveries', () => {
     const hung = uniqueNetwork();
     const other = uniqueNetwork();
     const otherReceiver = await startReceiver();
-    const append = (network: string, count: number) =>
-      t.database.db.transaction((tx) =>
-        appendEvents(
-          tx,
-          Array.from({ length: count }, (_, i) => ({ type: 'asset.password.ignored' as const, network, data: { assetId: `CP-${i}`, network, rotationId: `apc_${i}`, at: new Date().toISOString() } })),
-        ),
-      );
     try {
       // Three subscriptions of one network, each with more due deliveries than its own share: more
       // than the network's share together.
@@ -303,11 +299,11 @@ describe('webhook deliveries', () => {
       expect(3 * SUBSCRIPTION_SHARE).toBeGreaterThan(NETWORK_SHARE);
       receiver.hang(true);
       const backlogA = SUBSCRIPTION_SHARE + 16;
-      await append(hung, backlogA);
+      await appendBacklog(hung, backlogA);
       await receiver.waitFor(NETWORK_SHARE);
       const backlogB = 20;
       const b = await subscribe(other, ['asset.password.ignored'], otherReceiver.url);
-      await append(other, backlogB);
+      await appendBacklog(other, backlogB);
       const deliveredB = await otherReceiver.waitFor(backlogB);
       expect(deliveredB.map((w) => verified(b.secret, w).type)).toEqual(Array(backlogB).fill('asset.password.ignored'));
       // The network's share was started and hangs, split between its subscriptions; none beyond it.

@@ -58,6 +58,17 @@ async function nodeSharesPorts(): Promise<boolean> {
   }
 }
 
+// A self-signed certificate and its key for localhost, in files named after `name`.
+function selfSigned(name: string): { certFile: string; keyFile: string } {
+  const certFile = join(dir, `${name}-cert.pem`);
+  const keyFile = join(dir, `${name}-key.pem`);
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-subj', '/CN=localhost', '-keyout', keyFile, '-out', certFile,
+  ], { stdio: 'ignore' });
+  return { certFile, keyFile };
+}
+
 function status(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path: '/healthz', agent: false }, (res) => {
@@ -71,12 +82,7 @@ function status(port: number): Promise<number> {
 
 describe('listening sockets', () => {
   it('LISTEN_BACKLOG sets the accept queue of every socket of the HTTP port and of the OCPP TLS port', async () => {
-    const certFile = join(dir, 'cert.pem');
-    const keyFile = join(dir, 'key.pem');
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=localhost', '-keyout', keyFile, '-out', certFile,
-    ], { stdio: 'ignore' });
+    const { certFile, keyFile } = selfSigned('first');
     const tlsPort = await freePort();
     const service = await startService({
       DATA_DIR: join(dir, 'data-set'),
@@ -117,12 +123,7 @@ describe('listening sockets', () => {
   });
 
   it('the OCPP TLS port likewise, its line naming OCPP_TLS_PORT; a certificate or key it cannot read is a line naming its variable', async () => {
-    const certFile = join(dir, 'cert-2.pem');
-    const keyFile = join(dir, 'key-2.pem');
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=localhost', '-keyout', keyFile, '-out', certFile,
-    ], { stdio: 'ignore' });
+    const { certFile, keyFile } = selfSigned('second');
     const other = createServer();
     await listen(other, 0);
     const port = (other.address() as { port: number }).port;
