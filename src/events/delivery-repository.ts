@@ -27,19 +27,13 @@ export async function fanOutEvents(db: Executor, limit: number, take: Omit<Settl
         JOIN webhook_subscriptions s
           ON s.status = 'ENABLED' AND batch.type = ANY (s.events) AND (s.network IS NULL OR s.network = batch.network)
       ),
-      held AS (
-        SELECT s.id, s.network, h.n FROM ${heldSql(take.held)} h JOIN webhook_subscriptions s ON s.id = h.key
-      ),
-      within_subscription AS (
-        SELECT t.event_id, t.subscription_id, t.network, t.created_at,
-          t.nth <= ${take.perSubscription} - coalesce((SELECT held.n FROM held WHERE held.id = t.subscription_id), 0) AS fits
-        FROM targets t
-      ),
+      shares AS (${sharesSql(take)}),
       within_share AS (
-        SELECT w.event_id, w.subscription_id, w.created_at,
-          w.fits AND row_number() OVER (PARTITION BY w.network, w.fits ORDER BY w.created_at, w.event_id, w.subscription_id)
-            <= ${take.perNetwork} - coalesce((SELECT sum(held.n) FROM held WHERE held.network IS NOT DISTINCT FROM w.network), 0) AS fits
-        FROM within_subscription w
+        SELECT t.event_id, t.subscription_id, t.created_at,
+          t.nth <= r.subscription_room
+            AND row_number() OVER (PARTITION BY t.network, t.nth <= r.subscription_room ORDER BY t.created_at, t.event_id, t.subscription_id) <= r.network_room AS fits
+        FROM targets t
+        JOIN shares r ON r.id = t.subscription_id
       ),
       chosen AS (
         SELECT w.event_id, w.subscription_id,
@@ -86,6 +80,20 @@ const toClaimed = (row: ClaimedRow): ClaimedDelivery => ({ ...row, createdAt: ne
 // shares.
 function heldSql(held: ReadonlyMap<string, number>): SQL {
   return sql`(SELECT key, value::int AS n FROM jsonb_each_text(${JSON.stringify(Object.fromEntries(held))}::jsonb))`;
+}
+
+// The one reckoning of both statements' shares: for each subscription, the attempts this replica
+// may still start for it (its share less what it holds of it) and for its network (the network's
+// share less what it holds of all the network's subscriptions; those without a network count as
+// one network).
+function sharesSql(take: Omit<SettleAndClaim, 'results'>): SQL {
+  return sql`
+    SELECT id, status, network, ${take.perSubscription} - n AS subscription_room, ${take.perNetwork} - network_n AS network_room
+    FROM (
+      SELECT s.id, s.status, s.network, coalesce(h.n, 0) AS n, sum(coalesce(h.n, 0)) OVER (PARTITION BY s.network) AS network_n
+      FROM webhook_subscriptions s
+      LEFT JOIN ${heldSql(take.held)} h ON h.key = s.id
+    ) held`;
 }
 
 export interface ClaimedDelivery {
@@ -182,17 +190,10 @@ export function settleAndClaimStatement(work: SettleAndClaim): SQL {
           AND d.next_attempt_at IS NOT NULL
         RETURNING 1
       ),
-      shares AS (
-        SELECT s.id, s.status, s.network, coalesce(h.n, 0) AS n,
-          sum(coalesce(h.n, 0)) OVER (PARTITION BY s.network) AS network_n
-        FROM webhook_subscriptions s
-        LEFT JOIN ${heldSql(work.held)} h ON h.key = s.id
-      ),
       room AS (
-        SELECT id, status, network, ${work.perNetwork} - network_n AS network_room,
-          LEAST(${work.perSubscription} - n, ${work.perNetwork} - network_n, ${work.limit}) AS room
-        FROM shares
-        WHERE ${work.limit} > 0 AND n < ${work.perSubscription} AND network_n < ${work.perNetwork}
+        SELECT id, status, network, network_room, LEAST(subscription_room, network_room, ${work.limit}) AS room
+        FROM (${sharesSql(work)}) shares
+        WHERE ${work.limit} > 0 AND subscription_room > 0 AND network_room > 0
       ),
       due AS (
         SELECT ranked.event_id, ranked.subscription_id FROM (
