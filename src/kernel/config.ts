@@ -6,8 +6,8 @@ const booleanString = z
   .enum(['true', 'false', '1', '0'])
   .transform((v) => v === 'true' || v === '1');
 
-// A number in the environment is digits, nothing else: coerced, ' ' would read 0 (a rate limit
-// turned off, a random port), '0x10' 16 and '1e3' 1000.
+// A number in the environment is digits, nothing else:
+// coerced, ' ' would read 0 (a rate limit turned off, a random port), '0x10' 16 and '1e3' 1000.
 const envNumber = z
   .string()
   .regex(/^\d+$/, 'must be a whole number (digits only)')
@@ -68,11 +68,7 @@ const envSchema = z.object({
   // On SIGTERM, how long /readyz answers 503 (everything else still served) before the stop
   // begins, so a load balancer's health checks take the replica out first. Counts inside
   // SHUTDOWN_TIMEOUT_MS.
-  SHUTDOWN_DRAIN_SECONDS: z
-    .string()
-    .regex(/^\d+$/, 'must be a whole number of seconds, 0 or more')
-    .transform(Number)
-    .default(5),
+  SHUTDOWN_DRAIN_SECONDS: envNumber.default(5),
   // Longest time for a request's headers and body to arrive (never bounds a handler's work).
   REQUEST_TIMEOUT_MS: envNumber.pipe(z.number().int().min(1000).max(3_600_000)).default(30_000),
   // Connections the kernel completes and queues until the process accepts them. Node's default

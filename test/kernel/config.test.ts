@@ -172,7 +172,7 @@ describe('loadConfig', () => {
     expect(loadConfig({ SHUTDOWN_DRAIN_SECONDS: '9' }).shutdownDrainMs).toBe(9000);
     expect(loadConfig({ SHUTDOWN_DRAIN_SECONDS: '20', SHUTDOWN_TIMEOUT_MS: '30000' })).toMatchObject({ shutdownDrainMs: 20_000, shutdownTimeoutMs: 30_000 });
     for (const bad of ['-1', '1.5', 'five', ' 5', '5s', '1e3', '0x5']) {
-      expect(configError({ SHUTDOWN_DRAIN_SECONDS: bad }).message).toBe('invalid configuration: SHUTDOWN_DRAIN_SECONDS: must be a whole number of seconds, 0 or more');
+      expect(configError({ SHUTDOWN_DRAIN_SECONDS: bad }).message).toBe('invalid configuration: SHUTDOWN_DRAIN_SECONDS: must be a whole number (digits only)');
     }
     // The default drain does not fit a stop bounded by 3 s: the message says what to change.
     for (const env of [{ SHUTDOWN_DRAIN_SECONDS: '10' }, { SHUTDOWN_TIMEOUT_MS: '3000' }, { SHUTDOWN_DRAIN_SECONDS: '99999999999999999999' }] as Record<string, string>[]) {
