@@ -28,15 +28,12 @@ export async function insertSubscriptionWithin(tx: Executor, row: NewSubscriptio
   return insertSubscription(tx, row);
 }
 
-export async function findSubscription(db: Executor, scope: NetworkScope, id: string): Promise<SubscriptionRow | undefined> {
-  const [row] = await db.select().from(s).where(inNetwork(s.network, scope, eq(s.id, id))).limit(1);
-  return row;
-}
-
-// The same, its row held against a delete until the transaction ends (FOR KEY SHARE: an update of
-// its other columns goes on), so that what the caller inserts for it still has it to refer to.
-export async function findSubscriptionKept(tx: Executor, scope: NetworkScope, id: string): Promise<SubscriptionRow | undefined> {
-  const [row] = await tx.select().from(s).where(inNetwork(s.network, scope, eq(s.id, id))).limit(1).for('key share');
+// `keep`: the row is held against a delete until the caller's transaction ends (FOR KEY SHARE: an
+// update of its other columns goes on), so that what the caller inserts for it still has it to
+// refer to.
+export async function findSubscription(db: Executor, scope: NetworkScope, id: string, options: { keep?: boolean } = {}): Promise<SubscriptionRow | undefined> {
+  const query = db.select().from(s).where(inNetwork(s.network, scope, eq(s.id, id))).limit(1);
+  const [row] = options.keep ? await query.for('key share') : await query;
   return row;
 }
 

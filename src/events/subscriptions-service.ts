@@ -24,8 +24,8 @@ export const MAX_SUBSCRIPTIONS_PER_NETWORK = 16;
 
 export interface TargetPolicy {
   allowPrivateTargets: boolean;
-  // The resolver of host names (default: the system's).
-  resolve?: ResolveHost | undefined;
+  // The resolver of host names: the routes' bounded one (target-rules.ts, boundedResolver).
+  resolve: ResolveHost;
 }
 
 // `whsec_` + base64 of 32 random bytes (Standard Webhooks' form of a symmetric key).
@@ -51,7 +51,7 @@ function notFound(id: string): NotFoundError {
 }
 
 async function requireAllowedTarget(url: string, policy: TargetPolicy): Promise<void> {
-  const verdict = await checkTargetUrl(url, { allowPrivateTargets: policy.allowPrivateTargets, ...(policy.resolve ? { resolve: policy.resolve } : {}) });
+  const verdict = await checkTargetUrl(url, policy);
   if (!verdict.ok) {
     const message = `url is not an allowed target: ${verdict.reason}`;
     throw new BadRequestError(message, [{ code: 'custom', message, path: ['url'] }]);
@@ -128,7 +128,7 @@ export async function rotateSubscriptionSecret(db: Executor, scope: NetworkScope
 // it, or makes it a 404, never a delivery that refers to no subscription.
 export async function sendTestEvent(db: Executor, scope: NetworkScope, id: string): Promise<{ eventId: string }> {
   const eventId = await db.transaction(async (tx) => {
-    const row = await subscriptions.findSubscriptionKept(tx, scope, id);
+    const row = await subscriptions.findSubscription(tx, scope, id, { keep: true });
     if (!row) return undefined;
     const data: WebhookTestData = { subscriptionId: row.id, at: new Date().toISOString() };
     return subscriptions.insertTestEvent(tx, row, JSON.stringify(data));

@@ -55,30 +55,32 @@ class LookupTimedOut extends Error {}
 export function boundedResolver(resolve: ResolveHost, options: { timeoutMs: number; concurrency: number }): ResolveHost {
   const limit = pLimit(options.concurrency);
   // The lookup of each name under way or waiting for a slot, and how many requests still wait for it.
-  const running = new Map<string, { result: Promise<ResolvedAddress[]>; waiting: number }>();
+  const running = new Map<string, { result: Promise<ResolvedAddress[]>; waiting: { n: number } }>();
+  // A lookup of `hostname` for its first request (counted before the lookup can start).
+  function share(hostname: string) {
+    const waiting = { n: 1 };
+    // A lookup whose requests all gave up while it waited for a slot is not started.
+    const result = limit(() => (waiting.n === 0 ? Promise.reject(new LookupTimedOut()) : resolve(hostname)));
+    const entry = { result, waiting };
+    const forget = () => {
+      if (running.get(hostname) === entry) running.delete(hostname);
+    };
+    result.then(forget, forget);
+    running.set(hostname, entry);
+    return entry;
+  }
   return (hostname) => {
-    let entry = running.get(hostname);
-    if (!entry) {
-      const made = { result: Promise.resolve<ResolvedAddress[]>([]), waiting: 0 };
-      // A lookup whose requests all gave up while it waited for a slot is not started.
-      made.result = limit(() => (made.waiting === 0 ? Promise.reject(new LookupTimedOut()) : resolve(hostname)));
-      running.set(hostname, made);
-      const forget = () => {
-        if (running.get(hostname) === made) running.delete(hostname);
-      };
-      made.result.then(forget, forget);
-      entry = made;
-    }
-    const shared = entry;
-    shared.waiting++;
+    const joined = running.get(hostname);
+    if (joined) joined.waiting.n++;
+    const { result, waiting } = joined ?? share(hostname);
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        shared.waiting--;
+        waiting.n--;
         reject(new LookupTimedOut());
       }, options.timeoutMs);
     });
-    return Promise.race([shared.result, timedOut]).finally(() => clearTimeout(timer));
+    return Promise.race([result, timedOut]).finally(() => clearTimeout(timer));
   };
 }
 
