@@ -69,7 +69,9 @@ export async function createSubscription(
   const row = await db.transaction((tx) => subscriptions.insertSubscriptionWithin(tx, made, MAX_SUBSCRIPTIONS_PER_NETWORK));
   if (!row) {
     throw new ConflictError(
-      `${scope.network === null ? 'Subscriptions without a network' : `Network ${scope.network}`} may have at most ${MAX_SUBSCRIPTIONS_PER_NETWORK} webhook subscriptions; delete one first`,
+      scope.network === null
+        ? `At most ${MAX_SUBSCRIPTIONS_PER_NETWORK} webhook subscriptions may be made without a network; delete one first`
+        : `Network ${scope.network} may have at most ${MAX_SUBSCRIPTIONS_PER_NETWORK} webhook subscriptions; delete one first`,
       SUBSCRIPTION_LIMIT_REACHED,
     );
   }

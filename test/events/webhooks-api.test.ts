@@ -221,6 +221,22 @@ describe('webhook subscriptions', () => {
     expect(again.statusCode).toBe(409);
   });
 
+  it('subscriptions made without a network claim count as one network of their own', async () => {
+    const fresh = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' }, webhookResolveHost: LOOPBACK });
+    try {
+      const make = (network?: string) =>
+        fresh.app.inject({ method: 'POST', url: BASE, headers: { authorization: fresh.bearer({ scopes: [WRITE], ...(network ? { network } : {}) }) }, payload: { url: 'https://hooks.example.com/all', events: ['payment.recorded'] } });
+      for (let i = 0; i < 16; i++) expect((await make()).statusCode).toBe(201);
+      const refused = await make();
+      expect(refused.statusCode).toBe(409);
+      expect(refused.json()).toEqual({ type: 'CONFLICT', code: 'SUBSCRIPTION_LIMIT_REACHED', message: 'At most 16 webhook subscriptions may be made without a network; delete one first' });
+      // A network's own are counted apart from them.
+      expect((await make(uniqueNetwork())).statusCode).toBe(201);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('a test event sent while the subscription is deleted is 202 or 404, never a 500', async () => {
     const network = uniqueNetwork();
     for (let i = 0; i < 20; i++) {
