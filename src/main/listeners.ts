@@ -6,14 +6,16 @@ import closeWithGrace from 'close-with-grace';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { AppConfig } from '../kernel/config.js';
 import { tlsTimeLimits } from '../http/time-limits.js';
+import { duplicateListeningHandle, type ListeningHandle } from './listening-handles.js';
 
-// Extra listening sockets on the port, each handing its connections to the one server. libuv
-// accepts one connection per listening socket per turn of the event loop (libuv#3696), and with
-// the API busy a turn takes milliseconds: a reconnect storm then waits in the kernel's queue at
-// about 200 stations a second. With SO_REUSEPORT (Node 22.12+ and 23.1+ on Linux, the Docker
-// image's Node 24) the kernel spreads new connections over all the sockets, and each accepts one
-// per turn. Where the option is not supported (Node 20) it is ignored, the first extra socket
-// fails to bind, and the port keeps its one socket.
+// Extra acceptors on the port, each handing its connections to the one server. libuv accepts one
+// connection per listening handle per turn of the event loop (libuv#3696), and with the API busy a
+// turn takes milliseconds: a reconnect storm then waits in the kernel's queue at about 200 stations
+// a second. With SO_REUSEPORT (Node 22.12+ and 23.1+ on Linux, the Docker image's Node 24) each
+// acceptor is a socket of its own and the kernel spreads new connections over them. Where the
+// option is not supported (Node 20) the first extra socket fails to bind, and the acceptors are
+// handles on duplicates of the server's own socket instead (listening-handles.ts): one accept
+// queue, polled through several descriptors.
 const EXTRA_ACCEPTORS = 7;
 
 async function listenOn(server: NetServer, options: { host: string; port: number; backlog: number }): Promise<void> {
@@ -26,23 +28,34 @@ async function listenOn(server: NetServer, options: { host: string; port: number
   });
 }
 
-// A listening socket on `options.port` that hands each connection it accepts to `target`, with the
-// socket options the target's own socket would have given it (HTTP servers accept with TCP_NODELAY
-// and half-open sockets allowed; a plain net server would not). The target's close closes it too
-// and calls back only once the connections it handed over have ended: the server counts only the
-// connections its own socket accepted, and Fastify's close would otherwise call back, and close
-// the database, while a request that came through this socket still runs.
-export async function listenAcceptor(
-  target: NetServer,
-  options: { host: string; port: number; backlog: number },
-  onError: (error: Error) => void,
-): Promise<NetServer> {
+// Where an acceptor listens: a socket of its own on the port (SO_REUSEPORT), or a duplicate of the
+// server's listening socket, whose accept queue it shares.
+type AcceptorAt = { host: string; port: number; backlog: number } | { handle: ListeningHandle; backlog: number };
+
+// An acceptor that hands each connection it accepts to `target`, with the socket options the
+// target's own socket would have given it (HTTP servers accept with TCP_NODELAY and half-open
+// sockets allowed; a plain net server would not). The target's close closes it too and calls back
+// only once the connections it handed over have ended: the server counts only the connections its
+// own socket accepted, and Fastify's close would otherwise call back, and close the database, while
+// a request that came through this acceptor still runs.
+export async function listenAcceptor(target: NetServer, at: AcceptorAt, onError: (error: Error) => void): Promise<NetServer> {
   const own = target as NetServer & { noDelay?: boolean; allowHalfOpen?: boolean; keepAlive?: boolean; keepAliveInitialDelay?: number };
   const acceptor = createNetServer(
     { noDelay: own.noDelay ?? true, allowHalfOpen: own.allowHalfOpen ?? false, keepAlive: own.keepAlive ?? false, keepAliveInitialDelay: own.keepAliveInitialDelay ?? 0 },
     (socket) => target.emit('connection', socket),
   );
-  await listenOn(acceptor, options);
+  if ('handle' in at) {
+    // listen() again on a listening socket keeps it and sets its backlog: the same as the server's.
+    await new Promise<void>((resolve, reject) => {
+      acceptor.once('error', reject);
+      acceptor.listen(at.handle, at.backlog, () => {
+        acceptor.off('error', reject);
+        resolve();
+      });
+    });
+  } else {
+    await listenOn(acceptor, at);
+  }
   // After the bind: an accept that fails (EMFILE in a storm) is reported, never thrown.
   acceptor.on('error', onError);
   // A net server's close event waits for every connection it accepted, handed over or not.
@@ -55,18 +68,25 @@ export async function listenAcceptor(
   return acceptor;
 }
 
-// Up to EXTRA_ACCEPTORS more sockets on the target's port; how many could bind.
-async function addAcceptors(target: NetServer, options: { host: string; backlog: number }, onError: (error: Error) => void): Promise<number> {
+// EXTRA_ACCEPTORS more acceptors on the target's port, or as many as could be made; how many.
+async function addAcceptors(app: FastifyInstance, target: NetServer, options: { host: string; backlog: number }): Promise<{ sockets: number; duplicates: number }> {
+  const onError = acceptErrorLog(app);
   const { port } = target.address() as AddressInfo;
-  let count = 0;
-  for (; count < EXTRA_ACCEPTORS; count++) {
+  let sockets = 0;
+  for (; sockets < EXTRA_ACCEPTORS; sockets++) {
     try {
       await listenAcceptor(target, { host: options.host, port, backlog: options.backlog }, onError);
     } catch {
       break;
     }
   }
-  return count;
+  if (sockets > 0) return { sockets, duplicates: 0 };
+  const handles = await duplicateListeningHandle(target, EXTRA_ACCEPTORS).catch((error: unknown) => {
+    app.log.warn({ err: error, port }, 'the listening socket could not be duplicated: the port keeps one acceptor');
+    return [];
+  });
+  for (const handle of handles) await listenAcceptor(target, { handle, backlog: options.backlog }, onError);
+  return { sockets: 0, duplicates: handles.length };
 }
 
 // A listening socket's error once it listens is an accept that failed (EMFILE in a storm): the
@@ -140,7 +160,7 @@ export async function listenOcppTls(
     throw Object.assign(error as Error, { listener: { variable: 'OCPP_TLS_PORT', port: options.port } satisfies ListenerOf });
   }
   server.on('error', acceptErrorLog(app));
-  await addAcceptors(server, options, acceptErrorLog(app));
+  await addAcceptors(app, server, options);
   return {
     server,
     port: (server.address() as AddressInfo).port,
@@ -194,8 +214,8 @@ export async function runServer(
   // Fastify hands the options to server.listen: reusePort lets the acceptors share the port.
   const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog, reusePort: true } as FastifyListenOptions);
   app.server.on('error', onAcceptError);
-  const extra = await addAcceptors(app.server, { host: config.host, backlog: config.listenBacklog }, onAcceptError);
-  app.log.info({ sockets: extra + 1 }, 'listening sockets on the port');
+  const extra = await addAcceptors(app, app.server, { host: config.host, backlog: config.listenBacklog });
+  app.log.info({ sockets: 1 + extra.sockets, acceptors: 1 + extra.sockets + extra.duplicates }, 'acceptors on the port');
   if (config.ocpp?.tls) {
     tls = await listenOcppTls(app, { host: config.host, ...config.ocpp.tls, requestTimeoutMs: config.requestTimeoutMs, backlog: config.listenBacklog });
     app.log.info({ port: tls.port }, 'OCPP TLS listener ready');

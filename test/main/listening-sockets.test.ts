@@ -3,13 +3,14 @@
 // beside the first (src/main/listeners.ts). What the kernel has is read back with `ss`: one LISTEN line
 // per socket, whose Send-Q column is its backlog after Linux's cap at net.core.somaxconn.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, request, type Server as HttpServer } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { listenAcceptor } from '../../src/main/listeners.js';
+import { duplicateListeningHandle } from '../../src/main/listening-handles.js';
 import { freePort } from '../helpers/probe-app.js';
 import { killProcess, outputLines, runProcess, startService } from '../helpers/service-process.js';
 
@@ -30,6 +31,31 @@ function backlogsOf(port: number): number[] {
     if (columns[0] !== 'LISTEN') throw new Error(`no listening socket on ${port}: ${JSON.stringify(line)}`);
     return Number(columns[2]);
   });
+}
+
+// How many descriptors of process `pid` refer to a listening socket of the port: the acceptors libuv
+// polls (sockets of their own with SO_REUSEPORT, or duplicates of one socket).
+function acceptorsOf(pid: number, port: number): number {
+  const lines = execFileSync('ss', ['-Hltne', `sport = :${port}`], { encoding: 'utf8' }).trim().split('\n');
+  const inodes = new Set(lines.map((line) => /\bino:(\d+)/.exec(line)?.[1]).filter((inode) => inode !== undefined));
+  if (inodes.size === 0) throw new Error(`no listening socket on ${port}`);
+  const descriptors = readdirSync(`/proc/${pid}/fd`).map((fd) => {
+    try {
+      return readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      return '';
+    }
+  });
+  return descriptors.filter((link) => [...inodes].some((inode) => link === `socket:[${inode}]`)).length;
+}
+
+// The processes whose parent is `pid`.
+function childrenOf(pid: number): string[] {
+  try {
+    return execFileSync('ps', ['--ppid', String(pid), '-o', 'pid=,args='], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+  } catch {
+    return []; // ps exits 1 when it lists nothing
+  }
 }
 
 const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
@@ -94,19 +120,38 @@ describe('listening sockets', () => {
     running.push(service);
     const httpPort = Number(new URL(service.base).port);
     const sockets = (await nodeSharesPorts()) ? 8 : 1;
+    await vi.waitFor(() => expect(acceptorsOf(service.child.pid!, tlsPort)).toBe(8), { timeout: 10_000 });
     expect(backlogsOf(httpPort)).toEqual(Array(sockets).fill(Math.min(1000, somaxconn)));
     expect(backlogsOf(tlsPort)).toEqual(Array(sockets).fill(Math.min(1000, somaxconn)));
+    // Without SO_REUSEPORT, duplicates of the one socket: the backlog above is still LISTEN_BACKLOG.
+    expect(acceptorsOf(service.child.pid!, httpPort)).toBe(8);
+    expect(acceptorsOf(service.child.pid!, tlsPort)).toBe(8);
   });
 
-  it('the backlog defaults to 4096 (as far as the kernel allows), not Node’s 511; with SO_REUSEPORT, 8 sockets accept on the port and every connection reaches the service', async () => {
+  it('the backlog defaults to 4096 (as far as the kernel allows), not Node’s 511; 8 acceptors on the port (8 sockets with SO_REUSEPORT, else 8 descriptors of one), every connection reaches the service, and a stop leaves the port free and no process behind', async () => {
     const service = await startService({ DATA_DIR: join(dir, 'data-default') });
     running.push(service);
     const port = Number(new URL(service.base).port);
     const sockets = (await nodeSharesPorts()) ? 8 : 1;
+    // The first socket answers while the others are made.
+    await vi.waitFor(() => expect(acceptorsOf(service.child.pid!, port)).toBe(8), { timeout: 10_000 });
     expect(backlogsOf(port)).toEqual(Array(sockets).fill(Math.min(4096, somaxconn)));
-    // Fresh connections, spread by the kernel over the sockets: each is answered by the one app.
+    // The child that duplicated the socket (Node 20) is gone once they are.
+    expect(childrenOf(service.child.pid!)).toEqual([]);
+    // Fresh connections, spread over the acceptors: each is answered by the one app.
     const statuses = await Promise.all(Array.from({ length: 64 }, () => status(port)));
     expect(statuses).toEqual(Array(64).fill(200));
+
+    const exited = new Promise((resolve) => service.child.once('exit', resolve));
+    service.child.kill('SIGINT');
+    await exited;
+    // No descriptor of the port's socket is left anywhere: a socket without SO_REUSEPORT binds it.
+    const again = createServer();
+    await new Promise<void>((resolve, reject) => {
+      again.once('error', reject);
+      again.listen({ host: '127.0.0.1', port }, () => resolve());
+    });
+    again.close();
   });
 
   it('a port another copy of the service holds (its socket asks for SO_REUSEPORT too) is in use: one line naming it, exit 1, not a shared port', async () => {
@@ -188,5 +233,29 @@ describe('an acceptor socket handing its connections to the server', () => {
     acceptor.emit('error', Object.assign(new Error('accept EMFILE'), { code: 'EMFILE' }));
     expect(errors.map((e) => e.message)).toEqual(['accept EMFILE']);
   });
-});
 
+  it('duplicates of a listening socket (where SO_REUSEPORT is not): they keep its backlog, acceptors on them answer through its port once its own descriptor is closed, the duplicating process is gone, and closing them frees the port', async () => {
+    const source = createServer();
+    await new Promise<void>((resolve) => source.listen({ host: '127.0.0.1', port: 0, backlog: 100 }, resolve));
+    const port = (source.address() as { port: number }).port;
+    await expect(duplicateListeningHandle(createServer(), 1)).rejects.toThrow('the server does not listen');
+
+    const handles = await duplicateListeningHandle(source, 3);
+    expect(childrenOf(process.pid).filter((line) => line.includes('process.send(message, handle)'))).toEqual([]);
+    await new Promise<void>((resolve) => source.close(() => resolve()));
+    const target: HttpServer = createHttpServer((req, res) => res.end(`served ${req.url}`));
+    const acceptors = await Promise.all(handles.map((handle) => listenAcceptor(target, { handle, backlog: 100 }, () => undefined)));
+    expect(acceptorsOf(process.pid, port)).toBe(3);
+    expect(backlogsOf(port)).toEqual([Math.min(100, somaxconn)]);
+    const answers = await Promise.all(Array.from({ length: 32 }, (_, index) => get(port, `/${index}`)));
+    expect(answers).toEqual(Array.from({ length: 32 }, (_, index) => `served /${index}`));
+
+    await Promise.all(acceptors.map((acceptor) => new Promise((resolve) => acceptor.close(resolve))));
+    const again = createServer();
+    await new Promise<void>((resolve, reject) => {
+      again.once('error', reject);
+      again.listen({ host: '127.0.0.1', port }, () => resolve());
+    });
+    again.close();
+  });
+});
