@@ -6,14 +6,14 @@ import closeWithGrace from 'close-with-grace';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { AppConfig } from '../kernel/config.js';
 import { tlsTimeLimits } from '../http/time-limits.js';
-import { duplicateListeningHandle, type ListeningHandle } from './listening-handles.js';
+import { closeHandles, duplicateListeningHandle, type ListeningHandle } from './listening-handles.js';
 
 // Extra acceptors on the port, each handing its connections to the one server. libuv accepts one
 // connection per listening handle per turn of the event loop (libuv#3696), and with the API busy a
 // turn takes milliseconds: a reconnect storm then waits in the kernel's queue at about 200 stations
 // a second. With SO_REUSEPORT (Node 22.12+ and 23.1+ on Linux, the Docker image's Node 24) each
 // acceptor is a socket of its own and the kernel spreads new connections over them. Where the
-// option is not supported (Node 20) the first extra socket fails to bind, and the acceptors are
+// option is not supported (Node 20, 22.0-22.11, 23.0) the first extra socket fails to bind, and the acceptors are
 // handles on duplicates of the server's own socket instead (listening-handles.ts): one accept
 // queue, polled through several descriptors.
 const EXTRA_ACCEPTORS = 7;
@@ -85,8 +85,17 @@ async function addAcceptors(app: FastifyInstance, target: NetServer, options: { 
     app.log.warn({ err: error, port }, 'the listening socket could not be duplicated: the port keeps one acceptor');
     return [];
   });
-  for (const handle of handles) await listenAcceptor(target, { handle, backlog: options.backlog }, onError);
-  return { sockets: 0, duplicates: handles.length };
+  let duplicates = 0;
+  try {
+    for (const handle of handles) {
+      await listenAcceptor(target, { handle, backlog: options.backlog }, onError);
+      duplicates++;
+    }
+  } catch (error) {
+    closeHandles(handles.slice(duplicates + 1));
+    app.log.warn({ err: error, port }, 'a duplicate of the listening socket could not listen: the port keeps fewer acceptors');
+  }
+  return { sockets: 0, duplicates };
 }
 
 // A listening socket's error once it listens is an accept that failed (EMFILE in a storm): the
@@ -160,7 +169,8 @@ export async function listenOcppTls(
     throw Object.assign(error as Error, { listener: { variable: 'OCPP_TLS_PORT', port: options.port } satisfies ListenerOf });
   }
   server.on('error', acceptErrorLog(app));
-  await addAcceptors(app, server, options);
+  const extra = await addAcceptors(app, server, options);
+  app.log.info({ port: (server.address() as AddressInfo).port, sockets: 1 + extra.sockets, acceptors: 1 + extra.sockets + extra.duplicates }, 'acceptors on the OCPP TLS port');
   return {
     server,
     port: (server.address() as AddressInfo).port,
@@ -215,7 +225,7 @@ export async function runServer(
   const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog, reusePort: true } as FastifyListenOptions);
   app.server.on('error', onAcceptError);
   const extra = await addAcceptors(app, app.server, { host: config.host, backlog: config.listenBacklog });
-  app.log.info({ sockets: 1 + extra.sockets, acceptors: 1 + extra.sockets + extra.duplicates }, 'acceptors on the port');
+  app.log.info({ port: (app.server.address() as AddressInfo).port, sockets: 1 + extra.sockets, acceptors: 1 + extra.sockets + extra.duplicates }, 'acceptors on the port');
   if (config.ocpp?.tls) {
     tls = await listenOcppTls(app, { host: config.host, ...config.ocpp.tls, requestTimeoutMs: config.requestTimeoutMs, backlog: config.listenBacklog });
     app.log.info({ port: tls.port }, 'OCPP TLS listener ready');

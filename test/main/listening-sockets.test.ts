@@ -1,9 +1,10 @@
 // The listening sockets of a real service process (the HTTP port and the OCPP TLS port): their
-// backlog (LISTEN_BACKLOG) and, where Node supports SO_REUSEPORT, the extra sockets that accept
-// beside the first (src/main/listeners.ts). What the kernel has is read back with `ss`: one LISTEN line
-// per socket, whose Send-Q column is its backlog after Linux's cap at net.core.somaxconn.
+// backlog (LISTEN_BACKLOG) and the extra acceptors beside the first (src/main/listeners.ts): sockets
+// of their own where Node supports SO_REUSEPORT, else descriptors of the one socket. What the kernel
+// has is read back with `ss`: one LISTEN line per socket, whose Send-Q column is its backlog after
+// Linux's cap at net.core.somaxconn; the descriptors from /proc.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, request, type Server as HttpServer } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,7 +13,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { listenAcceptor } from '../../src/main/listeners.js';
 import { duplicateListeningHandle } from '../../src/main/listening-handles.js';
 import { freePort } from '../helpers/probe-app.js';
-import { killProcess, outputLines, runProcess, startService } from '../helpers/service-process.js';
+import { killProcess, outputLines, runProcess, startProcess, startService, waitUntilHealthy } from '../helpers/service-process.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'listen-backlog-'));
 const running: Array<Awaited<ReturnType<typeof startService>>> = [];
@@ -47,6 +48,15 @@ function acceptorsOf(pid: number, port: number): number {
     }
   });
   return descriptors.filter((link) => [...inodes].some((inode) => link === `socket:[${inode}]`)).length;
+}
+
+// The service's log lines (pino's JSON, one a line).
+function logLines(stdout: string): Array<Record<string, unknown>> {
+  return stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+function acceptorsLine(stdout: string, msg: string): Record<string, unknown> | undefined {
+  return logLines(stdout).find((line) => line.msg === msg);
 }
 
 // The processes whose parent is `pid`.
@@ -113,6 +123,7 @@ describe('listening sockets', () => {
     const service = await startService({
       DATA_DIR: join(dir, 'data-set'),
       LISTEN_BACKLOG: '1000',
+      LOG_LEVEL: 'info',
       OCPP_TLS_PORT: String(tlsPort),
       OCPP_TLS_CERT_FILE: certFile,
       OCPP_TLS_KEY_FILE: keyFile,
@@ -120,7 +131,8 @@ describe('listening sockets', () => {
     running.push(service);
     const httpPort = Number(new URL(service.base).port);
     const sockets = (await nodeSharesPorts()) ? 8 : 1;
-    await vi.waitFor(() => expect(acceptorsOf(service.child.pid!, tlsPort)).toBe(8), { timeout: 10_000 });
+    await vi.waitFor(() => expect(acceptorsLine(service.output.stdout, 'acceptors on the OCPP TLS port')).toMatchObject({ port: tlsPort, sockets, acceptors: 8 }), { timeout: 10_000 });
+    expect(acceptorsOf(service.child.pid!, tlsPort)).toBe(8);
     expect(backlogsOf(httpPort)).toEqual(Array(sockets).fill(Math.min(1000, somaxconn)));
     expect(backlogsOf(tlsPort)).toEqual(Array(sockets).fill(Math.min(1000, somaxconn)));
     // Without SO_REUSEPORT, duplicates of the one socket: the backlog above is still LISTEN_BACKLOG.
@@ -129,12 +141,13 @@ describe('listening sockets', () => {
   });
 
   it('the backlog defaults to 4096 (as far as the kernel allows), not Node’s 511; 8 acceptors on the port (8 sockets with SO_REUSEPORT, else 8 descriptors of one), every connection reaches the service, and a stop leaves the port free and no process behind', async () => {
-    const service = await startService({ DATA_DIR: join(dir, 'data-default') });
+    const service = await startService({ DATA_DIR: join(dir, 'data-default'), LOG_LEVEL: 'info' });
     running.push(service);
     const port = Number(new URL(service.base).port);
     const sockets = (await nodeSharesPorts()) ? 8 : 1;
-    // The first socket answers while the others are made.
-    await vi.waitFor(() => expect(acceptorsOf(service.child.pid!, port)).toBe(8), { timeout: 10_000 });
+    // The first socket answers while the others are made; the line counts those listened on.
+    await vi.waitFor(() => expect(acceptorsLine(service.output.stdout, 'acceptors on the port')).toMatchObject({ port, sockets, acceptors: 8 }), { timeout: 10_000 });
+    expect(acceptorsOf(service.child.pid!, port)).toBe(8);
     expect(backlogsOf(port)).toEqual(Array(sockets).fill(Math.min(4096, somaxconn)));
     // The child that duplicated the socket (Node 20) is gone once they are.
     expect(childrenOf(service.child.pid!)).toEqual([]);
@@ -152,6 +165,25 @@ describe('listening sockets', () => {
       again.listen({ host: '127.0.0.1', port }, () => resolve());
     });
     again.close();
+  });
+
+  it('a child process that cannot be started (where the socket is duplicated) leaves the port one acceptor and a warning; the service serves and stops as usual', async () => {
+    const preload = join(dir, 'no-node.mjs');
+    writeFileSync(preload, "process.execPath = '/nonexistent/node';\n");
+    const port = await freePort();
+    const service = startProcess(['--import', preload, 'src/server.ts'], { DATA_DIR: join(dir, 'data-no-node'), PORT: String(port), LOG_LEVEL: 'info' });
+    running.push({ ...service, base: '', endpoint: '' });
+    await waitUntilHealthy(async () => status(port), service.child);
+    const shares = await nodeSharesPorts();
+    await vi.waitFor(() => expect(acceptorsLine(service.output.stdout, 'acceptors on the port')).toMatchObject({ port, acceptors: shares ? 8 : 1 }), { timeout: 10_000 });
+    const warnings = logLines(service.output.stdout).filter((line) => line.msg === 'the listening socket could not be duplicated: the port keeps one acceptor');
+    // Only where there is no SO_REUSEPORT is the child needed.
+    expect(warnings).toHaveLength(shares ? 0 : 1);
+    if (!shares) expect(JSON.stringify(warnings[0])).toContain('ENOENT');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await status(port)).toBe(200);
+    service.child.kill('SIGINT');
+    expect((await service.exited).code).toBe(0);
   });
 
   it('a port another copy of the service holds (its socket asks for SO_REUSEPORT too) is in use: one line naming it, exit 1, not a shared port', async () => {
@@ -239,6 +271,14 @@ describe('an acceptor socket handing its connections to the server', () => {
     await new Promise<void>((resolve) => source.listen({ host: '127.0.0.1', port: 0, backlog: 100 }, resolve));
     const port = (source.address() as { port: number }).port;
     await expect(duplicateListeningHandle(createServer(), 1)).rejects.toThrow('the server does not listen');
+    // A child that cannot be started is a rejection (no unhandled one, which would stop a service).
+    const execPath = process.execPath;
+    process.execPath = join(dir, 'no-such-node');
+    try {
+      await expect(duplicateListeningHandle(source, 1)).rejects.toThrow(/the process that duplicates the socket ended \(.*ENOENT/);
+    } finally {
+      process.execPath = execPath;
+    }
 
     const handles = await duplicateListeningHandle(source, 3);
     expect(childrenOf(process.pid).filter((line) => line.includes('process.send(message, handle)'))).toEqual([]);
