@@ -24,7 +24,7 @@ export const MAX_SUBSCRIPTIONS_PER_NETWORK = 16;
 
 export interface TargetPolicy {
   allowPrivateTargets: boolean;
-  // The resolver of host names: the process's bounded one (target-rules.ts, boundedResolver).
+  // The resolver of host names: the routes' bounded one (target-rules.ts, boundedResolver).
   resolve: ResolveHost;
 }
 

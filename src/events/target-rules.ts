@@ -42,13 +42,13 @@ export async function resolveTarget(
   return { ok: true, addresses };
 }
 
-// The lookups of target host names, at creation and at delivery alike (docs/events.md, "Targets"):
-// each system lookup holds a thread of libuv's pool, which station logins' password hashes share,
-// until the resolver answers, and a name whose servers never answer holds it for the resolver's own
-// time limit. So a lookup is waited for at most LOOKUP_TIMEOUT_MS, at most LOOKUPS run at once in
-// a process, and lookups of the same name at once share one (boundedResolver, one per process).
-export const LOOKUP_TIMEOUT_MS = 5_000;
-export const LOOKUPS = 2;
+// The lookups of the API's requests (docs/events.md, "Targets"): each system lookup holds a thread
+// of libuv's pool, which station logins' password hashes share, until the resolver answers, and a
+// name whose servers never answer holds it for the resolver's own time limit. So a request waits
+// at most CHECK_LOOKUP_TIMEOUT_MS for its answer (then a 400), at most CHECK_LOOKUPS run at once,
+// and requests for the same name at once share one lookup (boundedResolver).
+export const CHECK_LOOKUP_TIMEOUT_MS = 5_000;
+export const CHECK_LOOKUPS = 2;
 
 class LookupTimedOut extends Error {}
 

@@ -4,7 +4,7 @@ import { Counter, Gauge } from 'prom-client';
 import { backlogStats, type BacklogStats } from './delivery-repository.js';
 import { createDeliveryWorker } from './delivery-worker.js';
 import { startOutboxRetention } from './outbox-retention.js';
-import { boundedResolver, LOOKUP_TIMEOUT_MS, LOOKUPS, resolveWithSystem, type ResolveHost } from './target-rules.js';
+import type { ResolveHost } from './target-rules.js';
 import { createWebhookClient } from './webhook-client.js';
 
 export interface WebhooksPluginOptions {
@@ -13,16 +13,6 @@ export interface WebhooksPluginOptions {
   pollIntervalMs?: number | undefined;
   // The resolver of target host names (default: the system's); tests pass their own.
   resolveHost?: ResolveHost | undefined;
-  // How long a lookup is waited for (default LOOKUP_TIMEOUT_MS); tests shorten it.
-  lookupTimeoutMs?: number | undefined;
-}
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    // How target host names resolve in this process, for the subscriptions' checks and the
-    // deliveries alike: bounded, so that lookups never hold more than LOOKUPS of libuv's threads.
-    webhookLookups: ResolveHost;
-  }
 }
 
 const SCRAPE_REUSE_MS = 1_000;
@@ -70,9 +60,7 @@ async function webhooksPlugin(app: FastifyInstance, options: WebhooksPluginOptio
     },
   });
 
-  const lookups = boundedResolver(options.resolveHost ?? resolveWithSystem, { timeoutMs: options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS, concurrency: LOOKUPS });
-  app.decorate('webhookLookups', lookups);
-  const client = createWebhookClient({ allowPrivateTargets: config.webhooks.allowPrivateTargets, resolve: lookups });
+  const client = createWebhookClient({ allowPrivateTargets: config.webhooks.allowPrivateTargets, ...(options.resolveHost ? { resolve: options.resolveHost } : {}) });
   const worker = createDeliveryWorker({
     db: database.db,
     client,

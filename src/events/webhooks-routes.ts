@@ -6,6 +6,7 @@ import { requireScope } from '../auth/auth-plugin.js';
 import { describeErrorShapes } from '../http/errors/error-shapes.js';
 import { serveErrorFamily } from '../http/errors/error-families.js';
 import { API_ROUTES_NEED } from '../http/plugin-order.js';
+import { CHECK_LOOKUP_TIMEOUT_MS, CHECK_LOOKUPS, boundedResolver, resolveWithSystem, type ResolveHost } from './target-rules.js';
 import {
   MAX_SUBSCRIPTIONS_PER_NETWORK,
   SUBSCRIPTION_LIMIT_REACHED,
@@ -51,12 +52,19 @@ const notFound = { codes: [SUBSCRIPTION_NOT_FOUND], means: 'No webhook subscript
 const writers = [requireScope('write:webhooks')];
 const readers = [requireScope('read:webhooks', 'write:webhooks')];
 
-async function webhooksRoutes(app: FastifyInstance): Promise<void> {
+export interface WebhooksRoutesOptions {
+  // The resolver of target host names (default: the system's); tests pass their own.
+  resolveHost?: ResolveHost | undefined;
+  // How long a request waits for its target's lookup (default CHECK_LOOKUP_TIMEOUT_MS).
+  lookupTimeoutMs?: number | undefined;
+}
+
+async function webhooksRoutes(app: FastifyInstance, options: WebhooksRoutesOptions): Promise<void> {
   serveErrorFamily(app, WEBHOOKS_ERROR_FAMILY);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { db } = app.database;
-  // The process's one bounded resolver, which the deliveries use too (webhooks-plugin.ts).
-  const policy = { allowPrivateTargets: app.config.webhooks.allowPrivateTargets, resolve: app.webhookLookups };
+  const resolve = boundedResolver(options.resolveHost ?? resolveWithSystem, { timeoutMs: options.lookupTimeoutMs ?? CHECK_LOOKUP_TIMEOUT_MS, concurrency: CHECK_LOOKUPS });
+  const policy = { allowPrivateTargets: app.config.webhooks.allowPrivateTargets, resolve };
   const one = '/subscriptions/:id';
 
   r.post(
@@ -212,6 +220,6 @@ async function webhooksRoutes(app: FastifyInstance): Promise<void> {
 export default fp(webhooksRoutes, {
   name: 'webhooks-routes',
   encapsulate: true,
-  dependencies: [...API_ROUTES_NEED, 'webhooks'],
-  decorators: { fastify: ['database', 'config', 'webhookLookups'] },
+  dependencies: [...API_ROUTES_NEED],
+  decorators: { fastify: ['database', 'config'] },
 });

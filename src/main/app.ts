@@ -49,7 +49,7 @@ export interface BuildOptions {
   webhookPollIntervalMs?: number;
   // How webhook target host names resolve (default: the system's resolver); tests pass their own.
   webhookResolveHost?: ResolveHost;
-  // How long a webhook target's lookup is waited for, at creation or delivery (default 5 s); tests shorten it.
+  // How long a subscription's request waits for its target's lookup (default 5 s); tests shorten it.
   webhookLookupTimeoutMs?: number;
   // How often a replica looks for password changes whose waiting replica died (default 5 s); tests
   // shorten it.
@@ -165,11 +165,11 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   });
   if (app.auth.tokens) await app.register(oauthRoutes, { db: database.db, auth: config.auth, tokens: app.auth.tokens });
   await app.register(stationsPlugin, { loginLimits: options.stationLoginLimits, clock: options.clock });
-  await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs, pollIntervalMs: options.webhookPollIntervalMs, resolveHost: options.webhookResolveHost, lookupTimeoutMs: options.webhookLookupTimeoutMs });
+  await app.register(webhooksPlugin, { retryDelaysMs: options.webhookRetryDelaysMs, pollIntervalMs: options.webhookPollIntervalMs, resolveHost: options.webhookResolveHost });
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations, abandonedSweepMs: options.abandonedRotationsSweepMs });
-  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX });
+  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX, resolveHost: options.webhookResolveHost, lookupTimeoutMs: options.webhookLookupTimeoutMs });
 
   return app;
 }
