@@ -17,12 +17,18 @@ export class TargetRefusedError extends Error {
   readonly code = 'ETARGETREFUSED';
 }
 
+// A host name that could not be resolved (no such name, a resolver that failed): not a target the
+// rules refused.
+export class TargetUnresolvedError extends Error {
+  readonly code = 'ETARGETUNRESOLVED';
+}
+
 function lookupGuard(options: { allowPrivateTargets: boolean; resolve?: ResolveHost | undefined }): LookupFunction {
   return (hostname: string, lookupOptions: LookupOptions, callback) => {
     resolveTarget(hostname, options).then(
       (resolution) => {
         if (!resolution.ok) {
-          callback(new TargetRefusedError(resolution.reason), '', 0);
+          callback(resolution.refused ? new TargetRefusedError(resolution.reason) : new TargetUnresolvedError(resolution.reason), '', 0);
           return;
         }
         const family = lookupOptions.family === 'IPv4' ? 4 : lookupOptions.family === 'IPv6' ? 6 : lookupOptions.family;

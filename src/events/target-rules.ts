@@ -17,7 +17,9 @@ export const resolveWithSystem: ResolveHost = (hostname) => lookup(hostname, { a
 // Resolver answers that mean "no such name" (getaddrinfo's, as Node names them).
 const NOT_FOUND_CODES = new Set(['ENOTFOUND', 'ENODATA', 'EAI_NONAME', 'EAI_NODATA']);
 
-export type TargetResolution = { ok: true; addresses: ResolvedAddress[] } | { ok: false; reason: string };
+// A failure is `refused` when the rules refuse an address the name resolves to; otherwise the name
+// could not be resolved (no such name, a resolver that failed or did not answer in time).
+export type TargetResolution = { ok: true; addresses: ResolvedAddress[] } | { ok: false; reason: string; refused: boolean };
 
 // Resolves `hostname` and refuses it when any of its addresses is refused: a name that answers a
 // public and a private address is not half allowed.
@@ -29,15 +31,15 @@ export async function resolveTarget(
   try {
     addresses = await (options.resolve ?? resolveWithSystem)(hostname);
   } catch (error) {
-    if (error instanceof LookupTimedOut) return { ok: false, reason: `the host name ${hostname} could not be resolved in time` };
+    if (error instanceof LookupTimedOut) return { ok: false, reason: `the host name ${hostname} could not be resolved in time`, refused: false };
     const code = (error as NodeJS.ErrnoException).code;
-    if (code !== undefined && NOT_FOUND_CODES.has(code)) return { ok: false, reason: `the host name ${hostname} does not resolve` };
-    return { ok: false, reason: `the host name ${hostname} could not be resolved${code === undefined ? '' : ` (${code})`}` };
+    if (code !== undefined && NOT_FOUND_CODES.has(code)) return { ok: false, reason: `the host name ${hostname} does not resolve`, refused: false };
+    return { ok: false, reason: `the host name ${hostname} could not be resolved${code === undefined ? '' : ` (${code})`}`, refused: false };
   }
-  if (addresses.length === 0) return { ok: false, reason: `the host name ${hostname} does not resolve` };
+  if (addresses.length === 0) return { ok: false, reason: `the host name ${hostname} does not resolve`, refused: false };
   for (const { address } of addresses) {
     const verdict = classifyAddress(address, options);
-    if (!verdict.allowed) return { ok: false, reason: `the host name ${hostname} resolves to ${verdict.reason}` };
+    if (!verdict.allowed) return { ok: false, reason: `the host name ${hostname} resolves to ${verdict.reason}`, refused: true };
   }
   return { ok: true, addresses };
 }
@@ -95,5 +97,5 @@ export async function checkTargetUrl(
   if (!form.ok) return form;
   if (form.hostIsAddress) return { ok: true };
   const resolution = await resolveTarget(form.host, options);
-  return resolution.ok ? { ok: true } : resolution;
+  return resolution.ok ? { ok: true } : { ok: false, reason: resolution.reason };
 }

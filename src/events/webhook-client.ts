@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { Agent, type Dispatcher } from 'undici';
-import { guardedConnector, TargetRefusedError } from './guarded-connector.js';
+import { guardedConnector, TargetRefusedError, TargetUnresolvedError } from './guarded-connector.js';
 import { checkTargetUrlForm, type TargetUrlVerdict } from './target-addresses.js';
 import type { ResolveHost } from './target-rules.js';
 
@@ -39,6 +39,7 @@ class AnswerCapped extends Error {}
 function describe(error: unknown, timeoutMs: number, timedOut: boolean): string {
   if (timedOut) return `no complete answer within ${timeoutMs} ms`;
   if (error instanceof TargetRefusedError) return `refused: ${error.message}`;
+  if (error instanceof TargetUnresolvedError) return error.message;
   const { code, message } = error as NodeJS.ErrnoException;
   switch (code) {
     case 'ECONNREFUSED':

@@ -214,6 +214,14 @@ describe('webhook client: targets', () => {
     expect(target.sockets).toHaveLength(0);
   });
 
+  it('a name that does not resolve, or whose resolver fails, is a failed attempt that says so, not a refused target', async () => {
+    const failing: ResolveHost = (hostname) =>
+      hostname === 'nowhere.test' ? resolverOf({})(hostname) : Promise.reject(Object.assign(new Error('getaddrinfo EAI_AGAIN'), { code: 'EAI_AGAIN' }));
+    const webhooks = client({ allowPrivateTargets: true, resolve: failing });
+    expect(await webhooks.send({ url: 'https://nowhere.test/in', ...EVENT })).toMatchObject({ ok: false, error: 'the host name nowhere.test does not resolve' });
+    expect(await webhooks.send({ url: 'https://flaky.test/in', ...EVENT })).toMatchObject({ ok: false, error: 'the host name flaky.test could not be resolved (EAI_AGAIN)' });
+  });
+
   it('refuses a name resolving to 127.0.0.1 or a private address without the allowance, and delivers to 127.0.0.2 with it', async () => {
     const target = await receiver({}, '127.0.0.2');
     const resolve = resolverOf({ 'hooks.test': '127.0.0.1', 'intranet.test': '10.1.2.3', 'second.test': '127.0.0.2' });
