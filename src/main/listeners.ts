@@ -18,19 +18,22 @@ import { closeHandles, duplicateListeningHandle, type ListeningHandle } from './
 // queue, polled through several descriptors.
 const EXTRA_ACCEPTORS = 7;
 
-async function listenOn(server: NetServer, options: { host: string; port: number; backlog: number }): Promise<void> {
+// Where a socket listens: on the port (with SO_REUSEPORT, so that acceptors may share it), or on a
+// duplicate of a listening socket, whose accept queue it shares. listen() again on a listening
+// socket keeps it and sets its backlog: the same as the server's.
+type ListenAt = { host: string; port: number; backlog: number } | { handle: ListeningHandle; backlog: number };
+
+async function listenOn(server: NetServer, at: ListenAt): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ ...options, reusePort: true }, () => {
+    const listening = () => {
       server.off('error', reject);
       resolve();
-    });
+    };
+    if ('handle' in at) server.listen(at.handle, at.backlog, listening);
+    else server.listen({ ...at, reusePort: true }, listening);
   });
 }
-
-// Where an acceptor listens: a socket of its own on the port (SO_REUSEPORT), or a duplicate of the
-// server's listening socket, whose accept queue it shares.
-type AcceptorAt = { host: string; port: number; backlog: number } | { handle: ListeningHandle; backlog: number };
 
 // An acceptor that hands each connection it accepts to `target`, with the socket options the
 // target's own socket would have given it (HTTP servers accept with TCP_NODELAY and half-open
@@ -38,24 +41,13 @@ type AcceptorAt = { host: string; port: number; backlog: number } | { handle: Li
 // only once the connections it handed over have ended: the server counts only the connections its
 // own socket accepted, and Fastify's close would otherwise call back, and close the database, while
 // a request that came through this acceptor still runs.
-export async function listenAcceptor(target: NetServer, at: AcceptorAt, onError: (error: Error) => void): Promise<NetServer> {
+export async function listenAcceptor(target: NetServer, at: ListenAt, onError: (error: Error) => void): Promise<NetServer> {
   const own = target as NetServer & { noDelay?: boolean; allowHalfOpen?: boolean; keepAlive?: boolean; keepAliveInitialDelay?: number };
   const acceptor = createNetServer(
     { noDelay: own.noDelay ?? true, allowHalfOpen: own.allowHalfOpen ?? false, keepAlive: own.keepAlive ?? false, keepAliveInitialDelay: own.keepAliveInitialDelay ?? 0 },
     (socket) => target.emit('connection', socket),
   );
-  if ('handle' in at) {
-    // listen() again on a listening socket keeps it and sets its backlog: the same as the server's.
-    await new Promise<void>((resolve, reject) => {
-      acceptor.once('error', reject);
-      acceptor.listen(at.handle, at.backlog, () => {
-        acceptor.off('error', reject);
-        resolve();
-      });
-    });
-  } else {
-    await listenOn(acceptor, at);
-  }
+  await listenOn(acceptor, at);
   // After the bind: an accept that fails (EMFILE in a storm) is reported, never thrown.
   acceptor.on('error', onError);
   // A net server's close event waits for every connection it accepted, handed over or not.
@@ -68,8 +60,14 @@ export async function listenAcceptor(target: NetServer, at: AcceptorAt, onError:
   return acceptor;
 }
 
-// EXTRA_ACCEPTORS more acceptors on the target's port, or as many as could be made; how many.
-async function addAcceptors(app: FastifyInstance, target: NetServer, options: { host: string; backlog: number }): Promise<{ sockets: number; duplicates: number }> {
+// EXTRA_ACCEPTORS more acceptors on the target's port, or as many as could be made, and the line
+// that says how many the port has (`message`).
+async function addAcceptors(app: FastifyInstance, target: NetServer, options: { host: string; backlog: number }, message: string): Promise<void> {
+  const { sockets, duplicates } = await makeAcceptors(app, target, options);
+  app.log.info({ port: (target.address() as AddressInfo).port, sockets: 1 + sockets, acceptors: 1 + sockets + duplicates }, message);
+}
+
+async function makeAcceptors(app: FastifyInstance, target: NetServer, options: { host: string; backlog: number }): Promise<{ sockets: number; duplicates: number }> {
   const onError = acceptErrorLog(app);
   const { port } = target.address() as AddressInfo;
   let sockets = 0;
@@ -169,8 +167,7 @@ export async function listenOcppTls(
     throw Object.assign(error as Error, { listener: { variable: 'OCPP_TLS_PORT', port: options.port } satisfies ListenerOf });
   }
   server.on('error', acceptErrorLog(app));
-  const extra = await addAcceptors(app, server, options);
-  app.log.info({ port: (server.address() as AddressInfo).port, sockets: 1 + extra.sockets, acceptors: 1 + extra.sockets + extra.duplicates }, 'acceptors on the OCPP TLS port');
+  await addAcceptors(app, server, options, 'acceptors on the OCPP TLS port');
   return {
     server,
     port: (server.address() as AddressInfo).port,
@@ -224,11 +221,9 @@ export async function runServer(
   // Fastify hands the options to server.listen: reusePort lets the acceptors share the port.
   const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog, reusePort: true } as FastifyListenOptions);
   app.server.on('error', onAcceptError);
-  const extra = await addAcceptors(app, app.server, { host: config.host, backlog: config.listenBacklog });
-  app.log.info({ port: (app.server.address() as AddressInfo).port, sockets: 1 + extra.sockets, acceptors: 1 + extra.sockets + extra.duplicates }, 'acceptors on the port');
+  await addAcceptors(app, app.server, { host: config.host, backlog: config.listenBacklog }, 'acceptors on the port');
   if (config.ocpp?.tls) {
     tls = await listenOcppTls(app, { host: config.host, ...config.ocpp.tls, requestTimeoutMs: config.requestTimeoutMs, backlog: config.listenBacklog });
-    app.log.info({ port: tls.port }, 'OCPP TLS listener ready');
   }
   return address;
 }
