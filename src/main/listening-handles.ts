@@ -26,20 +26,20 @@ export async function duplicateListeningHandle(server: NetServer, count: number)
   if (!handle) throw new Error('the server does not listen');
   // No environment: NODE_OPTIONS (a loader, a profiler) is the service's, not this child's.
   const child = spawn(process.execPath, ['-e', ECHO], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'], env: {} });
-  let exit: (ended: string) => void = () => undefined;
-  const exited = new Promise<string>((resolve) => (exit = resolve));
-  child.once('exit', (code, signal) => exit(String(signal ?? code)));
-  // A spawn that fails (ENOENT, EAGAIN under a process limit, EMFILE) emits 'error' and no 'exit'.
-  child.once('error', (error) => exit(error.message));
-  let timedOut = false;
-  const failed = exited.then((ended) => {
-    throw new Error(timedOut ? `the process that duplicates the socket did not answer within ${ECHO_TIMEOUT_MS} ms` : `the process that duplicates the socket ended (${ended})`);
+  // Why the child is gone, whichever comes first: its end, a spawn that failed (ENOENT, EAGAIN
+  // under a process limit, EMFILE: 'error' and no 'exit'), or the time limit.
+  let end: (why: string) => void = () => undefined;
+  const ended = new Promise<string>((resolve) => (end = resolve));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.once('exit', (code, signal) => end(`ended (${String(signal ?? code)})`));
+  child.once('error', (error) => end(`could not be started (${error.message})`));
+  const failed = ended.then((why) => {
+    throw new Error(`the process that duplicates the socket ${why}`);
   });
   failed.catch(() => undefined);
   const timer = setTimeout(() => {
-    timedOut = true;
+    end(`did not answer within ${ECHO_TIMEOUT_MS} ms`);
     child.kill('SIGKILL');
-    exit('timed out');
   }, ECHO_TIMEOUT_MS);
   const duplicates: ListeningHandle[] = [];
   try {
