@@ -21,6 +21,8 @@ const NOT_FOUND_CODES = new Set(['ENOTFOUND', 'ENODATA', 'EAI_NONAME', 'EAI_NODA
 // could not be resolved (no such name, a resolver that failed or did not answer in time).
 export type TargetResolution = { ok: true; addresses: ResolvedAddress[] } | { ok: false; reason: string; refused: boolean };
 
+const unresolved = (reason: string): TargetResolution => ({ ok: false, reason, refused: false });
+
 // Resolves `hostname` and refuses it when any of its addresses is refused: a name that answers a
 // public and a private address is not half allowed.
 export async function resolveTarget(
@@ -31,12 +33,12 @@ export async function resolveTarget(
   try {
     addresses = await (options.resolve ?? resolveWithSystem)(hostname);
   } catch (error) {
-    if (error instanceof LookupTimedOut) return { ok: false, reason: `the host name ${hostname} could not be resolved in time`, refused: false };
+    if (error instanceof LookupTimedOut) return unresolved(`the host name ${hostname} could not be resolved in time`);
     const code = (error as NodeJS.ErrnoException).code;
-    if (code !== undefined && NOT_FOUND_CODES.has(code)) return { ok: false, reason: `the host name ${hostname} does not resolve`, refused: false };
-    return { ok: false, reason: `the host name ${hostname} could not be resolved${code === undefined ? '' : ` (${code})`}`, refused: false };
+    if (code !== undefined && NOT_FOUND_CODES.has(code)) return unresolved(`the host name ${hostname} does not resolve`);
+    return unresolved(`the host name ${hostname} could not be resolved${code === undefined ? '' : ` (${code})`}`);
   }
-  if (addresses.length === 0) return { ok: false, reason: `the host name ${hostname} does not resolve`, refused: false };
+  if (addresses.length === 0) return unresolved(`the host name ${hostname} does not resolve`);
   for (const { address } of addresses) {
     const verdict = classifyAddress(address, options);
     if (!verdict.allowed) return { ok: false, reason: `the host name ${hostname} resolves to ${verdict.reason}`, refused: true };

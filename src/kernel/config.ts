@@ -6,8 +6,8 @@ const booleanString = z
   .enum(['true', 'false', '1', '0'])
   .transform((v) => v === 'true' || v === '1');
 
-// A number in the environment is digits, nothing else:
-// coerced, ' ' would read 0 (a rate limit turned off, a random port), '0x10' 16 and '1e3' 1000.
+// A number in the environment is digits, nothing else: coerced, ' ' would read 0 (a rate limit
+// turned off, a random port), '0x10' 16 and '1e3' 1000.
 const envNumber = z
   .string()
   .regex(/^\d+$/, 'must be a whole number (digits only)')
