@@ -359,4 +359,26 @@ describe('webhook targets', () => {
       await slow.close();
     }
   });
+
+  it('…/deliveries shows an attempt whose target no longer resolves as that, not as a refused target', async () => {
+    let resolves = true;
+    const servers: ResolveHost = (hostname) =>
+      resolves ? Promise.resolve([{ address: '93.184.215.14', family: 4 }]) : Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }));
+    const own = await createTestApp({ webhookResolveHost: servers, webhookRetryDelaysMs: [600_000] });
+    try {
+      const network = uniqueNetwork();
+      const headers = (scopes: string[]) => ({ authorization: own.bearer({ scopes, network }) });
+      const made = await own.app.inject({ method: 'POST', url: BASE, headers: headers([WRITE]), payload: { url: 'https://gone.example.com/hook', events: ['payment.recorded'] } });
+      expect(made.statusCode, made.body).toBe(201);
+      const id = made.json().data.id as string;
+      resolves = false;
+      expect((await own.app.inject({ method: 'POST', url: `${BASE}/${id}/test`, headers: headers([WRITE]) })).statusCode).toBe(202);
+      await eventually(async () => {
+        const res = await own.app.inject({ url: `${BASE}/${id}/deliveries`, headers: headers([READ]) });
+        expect(res.json().data).toMatchObject([{ eventType: 'webhook.test', state: 'PENDING', attempts: 1, lastStatus: null, lastError: 'the host name gone.example.com does not resolve' }]);
+      });
+    } finally {
+      await own.close();
+    }
+  });
 });

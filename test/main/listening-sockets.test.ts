@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, request, type Server as HttpServer } from 'node:http';
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -275,7 +275,7 @@ describe('an acceptor socket handing its connections to the server', () => {
     const execPath = process.execPath;
     process.execPath = join(dir, 'no-such-node');
     try {
-      await expect(duplicateListeningHandle(source, 1)).rejects.toThrow(/the process that duplicates the socket ended \(.*ENOENT/);
+      await expect(duplicateListeningHandle(source, 1)).rejects.toThrow(/the process that duplicates the socket could not be started \(.*ENOENT/);
     } finally {
       process.execPath = execPath;
     }
@@ -297,5 +297,40 @@ describe('an acceptor socket handing its connections to the server', () => {
       again.listen({ host: '127.0.0.1', port }, () => resolve());
     });
     again.close();
+  });
+
+  it('the server’s close waits for a request that came through a duplicate of its socket, as the graceful stop needs before the database closes', async () => {
+    const gates: Array<() => void> = [];
+    let current: Socket | undefined;
+    const target: HttpServer = createHttpServer((req, res) => {
+      current = req.socket;
+      gates.push(() => res.end(`served ${req.url}`));
+    });
+    await new Promise<void>((resolve) => target.listen({ host: '127.0.0.1', port: 0, backlog: 100 }, resolve));
+    const port = (target.address() as { port: number }).port;
+    const handles = await duplicateListeningHandle(target, 3);
+    const acceptors = await Promise.all(handles.map((handle) => listenAcceptor(target, { handle, backlog: 100 }, () => undefined)));
+    const viaDuplicates = new Set<Socket>();
+    for (const acceptor of acceptors) acceptor.on('connection', (socket: Socket) => viaDuplicates.add(socket));
+    // Requests until one is accepted through a duplicate (the kernel picks which descriptor).
+    let slow: Promise<string> | undefined;
+    for (let i = 0; i < 100 && slow === undefined; i++) {
+      current = undefined;
+      const answer = get(port, `/${i}`);
+      await vi.waitFor(() => expect(current).toBeDefined());
+      if (viaDuplicates.has(current!)) slow = answer;
+      else {
+        gates.shift()!();
+        await answer;
+      }
+    }
+    expect(slow).toBeDefined();
+    let closed = false;
+    target.close(() => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(closed).toBe(false);
+    gates.shift()!();
+    expect(await slow).toMatch(/^served \//);
+    await vi.waitFor(() => expect(closed).toBe(true));
   });
 });
