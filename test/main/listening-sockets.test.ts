@@ -77,6 +77,16 @@ function listen(server: Server, port: number): Promise<void> {
   });
 }
 
+// The port is held by nothing: a socket without SO_REUSEPORT binds it (and lets it go).
+async function expectPortFree(port: number): Promise<void> {
+  const again = createServer();
+  await new Promise<void>((resolve, reject) => {
+    again.once('error', reject);
+    again.listen({ host: '127.0.0.1', port }, () => resolve());
+  });
+  await new Promise((resolve) => again.close(resolve));
+}
+
 // Whether this Node binds two sockets to one port with reusePort (22.12+, 23.1+); Node 20
 // ignores the option and the second bind fails.
 async function nodeSharesPorts(): Promise<boolean> {
@@ -158,13 +168,8 @@ describe('listening sockets', () => {
     const exited = new Promise((resolve) => service.child.once('exit', resolve));
     service.child.kill('SIGINT');
     await exited;
-    // No descriptor of the port's socket is left anywhere: a socket without SO_REUSEPORT binds it.
-    const again = createServer();
-    await new Promise<void>((resolve, reject) => {
-      again.once('error', reject);
-      again.listen({ host: '127.0.0.1', port }, () => resolve());
-    });
-    again.close();
+    // No descriptor of the port's socket is left anywhere.
+    await expectPortFree(port);
   });
 
   it('a child process that cannot be started (where the socket is duplicated) leaves the port one acceptor and a warning; the service serves and stops as usual', async () => {
@@ -291,12 +296,7 @@ describe('an acceptor socket handing its connections to the server', () => {
     expect(answers).toEqual(Array.from({ length: 32 }, (_, index) => `served /${index}`));
 
     await Promise.all(acceptors.map((acceptor) => new Promise((resolve) => acceptor.close(resolve))));
-    const again = createServer();
-    await new Promise<void>((resolve, reject) => {
-      again.once('error', reject);
-      again.listen({ host: '127.0.0.1', port }, () => resolve());
-    });
-    again.close();
+    await expectPortFree(port);
   });
 
   it('the server’s close waits for a request that came through a duplicate of its socket, as the graceful stop needs before the database closes', async () => {
