@@ -17,6 +17,7 @@ import { startBenchService } from './bench-service.js';
 import { cpuMs, freePort, LOOPBACK, postgresCpuMs, runCommand, SERVER_NODE, stopAllChildren, stopChild } from './processes.js';
 import { startStationFleet, stormPair, type StormFigures } from './webhook-storm.js';
 import { startReceiver, type Receiver } from './webhook-receiver.js';
+import { measureDeliveryFloor } from './delivery-floor.js';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const SUBSCRIPTIONS = ['a', 'b'] as const;
@@ -96,6 +97,7 @@ async function main(target: BenchTarget): Promise<void> {
       isAdmin: true,
     });
     await seedPayments(database, 0, 10_000, () => undefined);
+    const [sample] = await query<{ document: string }>(database, 'select document from session_payments limit 1');
     const fleet = options.storm > 0 ? await startStationFleet(database, options.storm, dir) : undefined;
     await database.close();
 
@@ -175,6 +177,25 @@ async function main(target: BenchTarget): Promise<void> {
       log(`  cpu ms per payment, ${kind === 'none' ? 'no subscription' : 'two subscriptions'} (medians): service ${part((w) => w.cpu.service)}, PostgreSQL ${part((w) => w.cpu.pg)}, harness ${part((w) => w.cpu.harness)}`);
     }
     results.record = { rounds: pairs, ratio: recordRatio };
+
+    // The delivery floor: what two deliveries' requests cost at the least, without and (on
+    // PostgreSQL) with a row written for each, beside what recording a payment costs, bounds the
+    // ratio from CPU (bench/README.md, "The delivery floor").
+    const cpuOf = (w: RecordWindow) => w.cpu.service + (w.cpu.pg ?? 0) + w.cpu.harness;
+    const recordCpu = median(pairs.map((p) => cpuOf(p.none)));
+    const fromCpu = median(pairs.map((p) => cpuOf(p.none) / cpuOf(p.two)));
+    log(`  from CPU: the service's two subscriptions read ${fromCpu.toFixed(3)} (CPU per payment none / two, median of the rounds; none ${recordCpu.toFixed(3)} ms)`);
+    const floors = [];
+    for (const databaseUrl of target.kind === 'postgres' ? [undefined, target.url] : [undefined]) {
+      const floor = await measureDeliveryFloor(receiver.url('floor'), sample!.document, { databaseUrl });
+      const twoFloor = (2 * (floor.senderMicros + floor.receiverMicros + (floor.postgresMicros ?? 0))) / 1000;
+      const bound = recordCpu / (recordCpu + twoFloor);
+      log(
+        `  delivery floor, ${floor.postgresMicros === null ? 'the requests alone' : 'a row written for each'} (${floor.deliveries} bare signed POSTs, undici to this receiver, ${floor.perSecond.toFixed(0)}/s): cpu µs per delivery: sender ${floor.senderMicros.toFixed(1)} + receiver ${floor.receiverMicros.toFixed(1)}${floor.postgresMicros === null ? '' : ` + PostgreSQL ${floor.postgresMicros.toFixed(1)}`}; two a payment ${twoFloor.toFixed(3)} ms: at most ${bound.toFixed(3)}`,
+      );
+      floors.push({ ...floor, bound });
+    }
+    results.deliveryFloor = { recordCpuMs: recordCpu, ratioFromCpu: fromCpu, floors };
 
     // 2. A backlog drained: `backlog` events written at once into the outbox (as a pause of the
     // workers would leave them), one active subscription, the 100-ID list measured beside it.
