@@ -36,14 +36,37 @@ describe('deployment files', () => {
     for (const line of stationCommands) expect(line).not.toMatch(/--password/);
   });
 
+  type Service = { image?: string; build?: string; profiles?: string[]; volumes?: string[]; environment?: Record<string, unknown>; depends_on?: unknown; stop_grace_period?: string };
+  // `merge`: compose reads YAML's merge keys (`<<: *service-environment`).
+  const compose = parseYaml(read('docker-compose.yml'), { maxAliasCount: 100, merge: true }) as { services: Record<string, Service> };
+  const replicas = ['api1', 'api2', 'api3'];
+  // "${NAME:-default}" as compose reads it with NAME unset.
+  const unset = (value: unknown) => String(value).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+
+  it('compose passes every service variable of .env on to each api container, but what the container or the image sets', () => {
+    // The service's variables: every NAME= line of .env.example outside its docker compose section.
+    const sections = read('.env.example').split(/^# --- /m);
+    const named = (text: string) => [...text.matchAll(/^#? ?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]!);
+    const serviceVariables = sections.filter((section) => !section.startsWith('docker compose')).flatMap(named);
+    expect(serviceVariables).toContain('WEBHOOKS_ALLOW_PRIVATE_TARGETS');
+    // Set by each container for itself, fixed by the image, or carried by the secret file.
+    const setByContainer = ['DATABASE_URL', 'DATABASE_DIRECT_URL', 'DATABASE_PASSWORD_FILE', 'TRUST_PROXY', 'AUTH_ISSUER', 'SHUTDOWN_DRAIN_SECONDS'];
+    const setByImage = ['NODE_ENV', 'HOST', 'PORT', 'DATA_DIR'];
+    for (const name of ['api', ...replicas]) {
+      const env = compose.services[name]!.environment!;
+      for (const variable of serviceVariables) {
+        if (setByImage.includes(variable) || variable === 'DATABASE_PASSWORD') expect(env, `${name}: ${variable}`).not.toHaveProperty(variable);
+        else if (!setByContainer.includes(variable)) expect(String(env[variable]), `${name}: ${variable}`).toMatch(new RegExp(`^\\$\\{${variable}:-[^}]*\\}$`));
+      }
+      // With nothing set in .env, the forwarded variables arrive empty and are read as unset.
+      const { DATABASE_PASSWORD_FILE: _secret, ...rest } = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, unset(v)]));
+      expect(() => loadConfig(rest), name).not.toThrow();
+    }
+  });
+
   describe('the compose profile "replicas" runs the files the balancer tests run', () => {
-    type Service = { image?: string; build?: string; profiles?: string[]; volumes?: string[]; environment?: Record<string, unknown>; depends_on?: unknown; stop_grace_period?: string };
-    const compose = parseYaml(read('docker-compose.yml'), { maxAliasCount: 100 }) as { services: Record<string, Service> };
     const haproxyCfg = read('deploy/haproxy/haproxy.cfg');
-    const replicas = ['api1', 'api2', 'api3'];
     const imageEnv = (name: string) => new RegExp(`^ENV [\\s\\S]*?\\b${name}=(\\d+)`, 'm').exec(read('Dockerfile'))?.[1];
-    // "${NAME:-default}" as compose reads it with NAME unset.
-    const unset = (value: unknown) => String(value).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
 
     it('haproxy: the repository\'s configuration where the image reads it, the certificate folder where it names it, a server per replica', () => {
       const haproxy = compose.services.haproxy!;
