@@ -107,11 +107,14 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
 }
 
 // The password goes into the URL here, percent-encoded, so whatever characters it holds reach
-// pg intact (pg decodes it); the operator's URL never needs escaping.
+// pg intact (pg decodes it); the operator's URL never needs escaping. A URL without a host (a Unix
+// socket named by `?host=/run/postgresql`) cannot hold one before its `@`, and URL drops it
+// there without a word: it goes in the `password` query parameter, which pg reads as well.
 export function withPassword(url: string, password: string | undefined): string {
   if (password === undefined) return url;
   const parsed = new URL(url);
-  parsed.password = encodeURIComponent(password);
+  if (parsed.hostname === '') parsed.searchParams.set('password', password);
+  else parsed.password = encodeURIComponent(password);
   return parsed.toString();
 }
 

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/kernel/config.js';
 import { withPassword } from '../../src/db/database.js';
@@ -222,6 +223,9 @@ describe('loadConfig', () => {
       expect(decodeURIComponent(withIt.password)).toBe('p#ss/w@rd%20:x');
       expect(`${withIt.hostname}${withIt.pathname}`).toBe('db/cns');
       expect(withPassword(url, undefined)).toBe(url);
+      // A Unix socket's URL has no host to put it before: pg gets it all the same.
+      const viaSocket = new pg.Client({ connectionString: withPassword('postgres:///cns?host=/run/postgresql', 'p#ss w+rd%20:x&y=z') }) as unknown as { connectionParameters: Record<string, unknown> };
+      expect(viaSocket.connectionParameters).toMatchObject({ host: '/run/postgresql', database: 'cns', password: 'p#ss w+rd%20:x&y=z' });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
