@@ -7,11 +7,16 @@ import { join } from 'node:path';
 import { BENCH_DIR, ROOT_DIR } from './options.js';
 import { LOOPBACK, SERVER_NODE, SERVER_NODE_ARGS, freePort, runCommand, startChild, waitForHttp, type Child } from './processes.js';
 import { ratioSummary, type SideBySide } from './side-by-side.js';
+import { fmt, median } from './report.js';
 
 // The service's pool connections carry this application_name (src/db/postgres-database.ts); the
 // readiness probe's has a suffix and is left out.
 export const SERVICE_APPLICATION_NAME = 'charging-network-service';
+// The naive server's (bench/naive-server.mjs), when it is measured in the same rounds.
+export const NAIVE_APPLICATION_NAME = 'cns-bench-naive';
 export const FLOOR_TARGET = 0.9;
+// The hot-path targets against the naive server: 3x at 10,000 rows, 2x at 1,000,000.
+export const naiveTarget = (rows: number) => (rows <= 10_000 ? 3 : 2);
 
 // A client scoped to one network, made the way an operator makes one: `node dist/cli.js clients
 // create … --network …` against the bench database.
@@ -76,4 +81,12 @@ export async function assertSameAnswer(servicePort: number, floorPort: number, p
 
 export function floorSummary(c: SideBySide): { ok: boolean; text: string } {
   return ratioSummary(c, 'floor', FLOOR_TARGET, 'floor');
+}
+
+// The service against the naive server in the floor's rounds, and the floor's own ratio to it,
+// round by round: what the service could reach at its floor, beside what it reaches.
+export function naiveSummary(c: SideBySide): { ok: boolean; text: string } {
+  const summary = ratioSummary(c, 'naive', naiveTarget(c.rows), 'naive');
+  const floorOverNaive = c.rounds.map((r) => r.windows.floor!.rps / r.windows.naive!.rps);
+  return { ok: summary.ok, text: `${summary.text}; floor / naive ${fmt.ratio(median(floorOverNaive))} (rounds ${floorOverNaive.map(fmt.ratio).join(', ')})` };
 }

@@ -5,7 +5,8 @@
 import http from 'node:http';
 import pg from 'pg';
 
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.POOL_MAX ?? 10) });
+// application_name: how the floor comparison finds its PostgreSQL backends (bench/floor.ts).
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.POOL_MAX ?? 10), application_name: 'cns-bench-naive' });
 
 const LIST_SQL = `SELECT id, network, session, site_partners, location, currency, status, payment_type,
   cost_energy, cost_idle, cost_flat, cost_time, usage_energy_wh, usage_time_seconds, usage_idle_seconds,

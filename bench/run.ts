@@ -26,7 +26,7 @@ import {
   type BenchClients,
   type BenchTarget,
 } from './database.js';
-import { SERVICE_APPLICATION_NAME, assertSameAnswer, createClientWithCli, floorSummary, startFloor } from './floor.js';
+import { NAIVE_APPLICATION_NAME, SERVICE_APPLICATION_NAME, assertSameAnswer, createClientWithCli, floorSummary, naiveSummary, startFloor } from './floor.js';
 import { FLOOR_APPLICATION_NAME } from './floor-server.js';
 import { SERVICE_LIST_SQL, normalizeSql } from './list-sql.js';
 import { measureStartMemory } from './memory.js';
@@ -885,6 +885,8 @@ async function main(): Promise<void> {
         const contenders: Contender[] = [
           { name: 'service', port: servicePort, pid: service.pid, applicationName: SERVICE_APPLICATION_NAME, next: listRequest(100, rows, f.bearer, true, options.acceptEncoding) },
           { name: 'floor', port: f.port, pid: f.child.pid, applicationName: FLOOR_APPLICATION_NAME, next: listRequest(100, rows, null, true) },
+          // The same IDs of the token's network: the naive server answers the same payments.
+          ...(naive ? [{ name: 'naive', port: naivePort, pid: naive.pid, applicationName: NAIVE_APPLICATION_NAME, next: listRequest(100, rows, null, true) }] : []),
           ...peers.map((p) => ({ name: p.name, port: p.port, pid: p.child.pid, applicationName: p.applicationName, next: () => peerRequest(p.name, listIds(100, rows, true), f.bearer) })),
         ];
         const comparison = await compareSideBySide({
@@ -899,6 +901,7 @@ async function main(): Promise<void> {
         });
         floorComparisons.push(comparison);
         log(`  floor: ${floorSummary(comparison).text}`);
+        if (naive) log(`  naive: ${naiveSummary(comparison).text}`);
         for (const p of peers) log(`  ${p.name}: ${peerSummary(comparison, p.name).text}`);
       }
     }
@@ -930,6 +933,10 @@ async function main(): Promise<void> {
   for (const c of floorComparisons) {
     const summary = floorSummary(c);
     targets.push({ id: 'floor', status: summary.ok ? 'PASS' : 'FAIL', text: `(floor) ${summary.text}` });
+    if (c.contenders.includes('naive')) {
+      const naive = naiveSummary(c);
+      targets.push({ id: 'naive', status: naive.ok ? 'PASS' : 'FAIL', text: `(naive) ${naive.text}` });
+    }
     for (const p of peers) {
       const peer = peerSummary(c, p.name);
       targets.push({ id: 'peers', status: peer.ok ? 'PASS' : 'FAIL', text: `(peers) ${peer.text}` });
