@@ -109,12 +109,17 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
 // The password goes into the URL here, percent-encoded, so whatever characters it holds reach
 // pg intact (pg decodes it); the operator's URL never needs escaping. A URL without a host (a Unix
 // socket named by `?host=/run/postgresql`) cannot hold one before its `@`, and URL drops it
-// there without a word: it goes in the `password` query parameter, which pg reads as well.
+// there without a word: it goes in the `password` query parameter, which pg reads as well. pg
+// prefers that parameter to a password before the `@`, so a URL that has one loses it either way.
 export function withPassword(url: string, password: string | undefined): string {
   if (password === undefined) return url;
   const parsed = new URL(url);
-  if (parsed.hostname === '') parsed.searchParams.set('password', password);
-  else parsed.password = encodeURIComponent(password);
+  if (parsed.hostname === '') {
+    parsed.searchParams.set('password', password);
+  } else {
+    parsed.searchParams.delete('password');
+    parsed.password = encodeURIComponent(password);
+  }
   return parsed.toString();
 }
 

@@ -226,6 +226,11 @@ describe('loadConfig', () => {
       // A Unix socket's URL has no host to put it before: pg gets it all the same.
       const viaSocket = new pg.Client({ connectionString: withPassword('postgres:///cns?host=/run/postgresql', 'p#ss w+rd%20:x&y=z') }) as unknown as { connectionParameters: Record<string, unknown> };
       expect(viaSocket.connectionParameters).toMatchObject({ host: '/run/postgresql', database: 'cns', password: 'p#ss w+rd%20:x&y=z' });
+      // A password already in the URL, before the `@` or as a parameter, gives way to it.
+      for (const written of ['postgres://cns:old@db:5432/cns?password=older', 'postgres:///cns?host=/run/postgresql&password=older']) {
+        const client = new pg.Client({ connectionString: withPassword(written, 'n3w') }) as unknown as { connectionParameters: Record<string, unknown> };
+        expect(client.connectionParameters.password, written).toBe('n3w');
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
