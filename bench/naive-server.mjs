@@ -1,12 +1,12 @@
 // The naive baseline: what a straightforward implementation of the 100-ID list would do.
 // node:http + pg, one plain SELECT of every column, rows mapped to SessionPayment JSON in JS and
 // JSON.stringify'd. No auth, no validation, no logging. Same pool size as the service's default.
-// Usage: DATABASE_URL=postgres://… PORT=… node bench/naive-server.mjs
+// Usage: DATABASE_URL=postgres://… PORT=… [NAIVE_APPLICATION_NAME=…] node bench/naive-server.mjs
 import http from 'node:http';
 import pg from 'pg';
 
-// application_name: how the floor comparison finds its PostgreSQL backends (bench/floor.ts).
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.POOL_MAX ?? 10), application_name: 'cns-bench-naive' });
+// NAIVE_APPLICATION_NAME: how the floor comparison finds its PostgreSQL backends (bench/floor.ts).
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.POOL_MAX ?? 10), application_name: process.env.NAIVE_APPLICATION_NAME });
 
 const LIST_SQL = `SELECT id, network, session, site_partners, location, currency, status, payment_type,
   cost_energy, cost_idle, cost_flat, cost_time, usage_energy_wh, usage_time_seconds, usage_idle_seconds,

@@ -798,7 +798,7 @@ async function main(): Promise<void> {
     // the peers are: a ratio on the image's Node compares both servers on it.
     naive = startChild('naive', SERVER_NODE, [...SERVER_NODE_ARGS, join(BENCH_DIR, 'naive-server.mjs')], {
       cwd: ROOT_DIR,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: LOOPBACK, PORT: String(naivePort), DATABASE_URL: target.url, POOL_MAX: String(options.poolMax) },
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', HOST: LOOPBACK, PORT: String(naivePort), DATABASE_URL: target.url, POOL_MAX: String(options.poolMax), NAIVE_APPLICATION_NAME },
       logFile: join(logDir, 'naive.log'),
     });
     await waitForHttp(naive, `http://${LOOPBACK}:${naivePort}/`, 30_000);
