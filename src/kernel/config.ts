@@ -38,6 +38,9 @@ const envSchema = z.object({
   DATABASE_STATEMENT_TIMEOUT_MS: envNumber.pipe(z.number().int().min(100).max(3_600_000)).default(5000),
   DATABASE_ACQUIRE_TIMEOUT_MS: envNumber.pipe(z.number().int().min(100).max(3_600_000)).default(5000),
   DATA_DIR: z.string().min(1).default('./data'),
+  // The address clients reach the service at (a balancer's, a published port's): the embedded
+  // issuer's iss unless AUTH_ISSUER says otherwise, and the base of the commands the start prints.
+  PUBLIC_URL: optionalUrl,
   AUTH_JWKS_URL: optionalUrl,
   AUTH_ISSUER: z.string().min(1).optional(),
   AUTH_AUDIENCE: z.string().min(1).optional(),
@@ -135,6 +138,7 @@ const configSchema = envSchema.transform((e, ctx) => {
     port: e.PORT,
     logLevel: e.LOG_LEVEL,
     trustProxy: e.TRUST_PROXY,
+    publicUrl: e.PUBLIC_URL,
     database: {
       url: e.DATABASE_URL,
       directUrl: e.DATABASE_DIRECT_URL,
@@ -147,7 +151,8 @@ const configSchema = envSchema.transform((e, ctx) => {
     auth: {
       mode: external ? ('external' as const) : ('embedded' as const),
       jwksUrl: e.AUTH_JWKS_URL,
-      issuer: e.AUTH_ISSUER ?? `http://localhost:${e.PORT}`,
+      // Never PUBLIC_URL for an external provider's tokens: their iss is its to say (required above).
+      issuer: e.AUTH_ISSUER ?? e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
       audience: e.AUTH_AUDIENCE ?? DEFAULT_AUDIENCE,
       networkClaim: e.AUTH_NETWORK_CLAIM,
       rolesClaim: e.AUTH_ROLES_CLAIM,

@@ -5,7 +5,8 @@ import { runServer, type ListenerOf } from './listeners.js';
 import { cliCommand, listCommand, localBaseUrl, tokenCommand } from './cli/printed-commands.js';
 
 function printBootstrap(client: CreatedClient, address: string, config: AppConfig) {
-  const base = localBaseUrl(config.host, Number(new URL(address).port));
+  // Where clients reach it (PUBLIC_URL: a published port, a balancer), else where it listens.
+  const base = config.publicUrl?.replace(/\/+$/, '') ?? localBaseUrl(config.host, Number(new URL(address).port));
   // Printed to the console once, deliberately not through the logger: logs are shipped and kept.
   const lines = [
     '',

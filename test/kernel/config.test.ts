@@ -92,6 +92,13 @@ describe('loadConfig', () => {
     });
   });
 
+  it('gives the embedded issuer PUBLIC_URL, the address clients use, and never an external provider', () => {
+    expect(loadConfig({ PORT: '3000', PUBLIC_URL: 'https://charging.example' }).auth.issuer).toBe('https://charging.example');
+    expect(loadConfig({ PUBLIC_URL: 'https://charging.example', AUTH_ISSUER: 'https://issuer.example' }).auth.issuer).toBe('https://issuer.example');
+    expectRejected({ PUBLIC_URL: 'https://charging.example', AUTH_JWKS_URL: 'https://idp.example/.well-known/jwks.json' }, 'AUTH_ISSUER');
+    expectRejected({ PUBLIC_URL: 'charging.example' }, 'PUBLIC_URL');
+  });
+
   it.each([
     [{ PORT: 'notaport' }, 'PORT'],
     [{ PORT: '70000' }, 'PORT'],

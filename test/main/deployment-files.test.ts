@@ -40,8 +40,24 @@ describe('deployment files', () => {
   // `merge`: compose reads YAML's merge keys (`<<: *service-environment`).
   const compose = parseYaml(read('docker-compose.yml'), { maxAliasCount: 100, merge: true }) as { services: Record<string, Service> };
   const replicas = ['api1', 'api2', 'api3'];
-  // "${NAME:-default}" as compose reads it with NAME unset.
-  const unset = (value: unknown) => String(value).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+  // "${NAME:-default}", nested ones too, as compose reads it with the .env given (NAME unset or
+  // empty: the default).
+  const resolved = (value: unknown, dotenv: Record<string, string> = {}) => {
+    let text = String(value);
+    for (let before = ''; before !== text; ) {
+      before = text;
+      text = text.replace(/\$\{([A-Z_]+):-([^${}]*)\}/, (_m, name: string, fallback: string) => dotenv[name] || fallback);
+    }
+    return text;
+  };
+  const unset = (value: unknown) => resolved(value);
+  // A container's environment as the service reads it, with the .env given; the secret file exists
+  // only in the container, and the image's ENV applies where compose sets nothing.
+  const imageEnv = (name: string) => new RegExp(`^ENV [\\s\\S]*?\\b${name}=(\\d+)`, 'm').exec(read('Dockerfile'))?.[1];
+  const containerEnv = (service: string, dotenv: Record<string, string> = {}) => {
+    const { DATABASE_PASSWORD_FILE: _secret, ...env } = Object.fromEntries(Object.entries(compose.services[service]!.environment!).map(([k, v]) => [k, resolved(v, dotenv)]));
+    return { PORT: imageEnv('PORT')!, SHUTDOWN_TIMEOUT_MS: imageEnv('SHUTDOWN_TIMEOUT_MS')!, ...env };
+  };
 
   it('compose passes every service variable of .env on to each api container, but what the container or the image sets', () => {
     // The service's variables: every NAME= line of .env.example outside its docker compose section.
@@ -50,23 +66,41 @@ describe('deployment files', () => {
     const serviceVariables = sections.filter((section) => !section.startsWith('docker compose')).flatMap(named);
     expect(serviceVariables).toContain('WEBHOOKS_ALLOW_PRIVATE_TARGETS');
     // Set by each container for itself, fixed by the image, or carried by the secret file.
-    const setByContainer = ['DATABASE_URL', 'DATABASE_DIRECT_URL', 'DATABASE_PASSWORD_FILE', 'TRUST_PROXY', 'AUTH_ISSUER', 'SHUTDOWN_DRAIN_SECONDS'];
+    const setByContainer = ['DATABASE_URL', 'DATABASE_DIRECT_URL', 'DATABASE_PASSWORD_FILE', 'PUBLIC_URL', 'TRUST_PROXY', 'SHUTDOWN_DRAIN_SECONDS'];
     const setByImage = ['NODE_ENV', 'HOST', 'PORT', 'DATA_DIR'];
+    // haproxy terminates TLS for the replicas, which mount no certificate.
+    const tls = ['OCPP_TLS_PORT', 'OCPP_TLS_CERT_FILE', 'OCPP_TLS_KEY_FILE'];
     for (const name of ['api', ...replicas]) {
       const env = compose.services[name]!.environment!;
       for (const variable of serviceVariables) {
         if (setByImage.includes(variable) || variable === 'DATABASE_PASSWORD') expect(env, `${name}: ${variable}`).not.toHaveProperty(variable);
+        else if (replicas.includes(name) && tls.includes(variable)) expect(env[variable], `${name}: ${variable}`).toBe('');
         else if (!setByContainer.includes(variable)) expect(String(env[variable]), `${name}: ${variable}`).toMatch(new RegExp(`^\\$\\{${variable}:-[^}]*\\}$`));
       }
       // With nothing set in .env, the forwarded variables arrive empty and are read as unset.
-      const { DATABASE_PASSWORD_FILE: _secret, ...rest } = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, unset(v)]));
-      expect(() => loadConfig(rest), name).not.toThrow();
+      expect(() => loadConfig(containerEnv(name)), name).not.toThrow();
+      // A line of .env reaches the service.
+      expect(loadConfig(containerEnv(name, { RATE_LIMIT_MAX: '77', WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' })), name).toMatchObject({
+        rateLimit: { max: 77 },
+        webhooks: { allowPrivateTargets: true },
+      });
+      // An external provider without its issuer stops the service, naming AUTH_ISSUER: compose's
+      // address of the service is never taken for the provider's iss.
+      expect(() => loadConfig(containerEnv(name, { AUTH_JWKS_URL: 'https://idp.example.com/jwks.json' })), name).toThrow(/^invalid configuration: AUTH_ISSUER:/);
+      const external = loadConfig(containerEnv(name, { AUTH_JWKS_URL: 'https://idp.example.com/jwks.json', AUTH_ISSUER: 'https://idp.example.com/' }));
+      expect(external.auth, name).toMatchObject({ mode: 'external', issuer: 'https://idp.example.com/' });
     }
+    // The embedded issuer signs with the address clients use: the published port's, the balancer's.
+    expect(loadConfig(containerEnv('api', { API_PORT: '3100' })).auth.issuer).toBe('http://localhost:3100');
+    expect(loadConfig(containerEnv('api1', { BALANCER_PORT: '8181' })).auth.issuer).toBe('http://localhost:8181');
+    // A certificate set in .env is api's; the replicas start without it.
+    const certificate = { OCPP_TLS_PORT: '3443', OCPP_TLS_CERT_FILE: '/certs/ocpp-cert.pem', OCPP_TLS_KEY_FILE: '/certs/ocpp-key.pem' };
+    expect(containerEnv('api', certificate)).toMatchObject(certificate);
+    for (const name of replicas) expect(loadConfig(containerEnv(name, certificate)).ocpp.tls, name).toBeUndefined();
   });
 
   describe('the compose profile "replicas" runs the files the balancer tests run', () => {
     const haproxyCfg = read('deploy/haproxy/haproxy.cfg');
-    const imageEnv = (name: string) => new RegExp(`^ENV [\\s\\S]*?\\b${name}=(\\d+)`, 'm').exec(read('Dockerfile'))?.[1];
 
     it('haproxy: the repository\'s configuration where the image reads it, the certificate folder where it names it, a server per replica', () => {
       const haproxy = compose.services.haproxy!;
@@ -88,11 +122,7 @@ describe('deployment files', () => {
         const env = Object.fromEntries(Object.entries(replica.environment!).map(([k, v]) => [k, unset(v)]));
         expect(env).toMatchObject({ DATABASE_URL: `postgres://cns@pgbouncer:${pgbouncerPort}/cns`, DATABASE_DIRECT_URL: 'postgres://cns@db:5432/cns', TRUST_PROXY: 'true' });
         expect(env.DATABASE_PASSWORD_FILE).toBe('/run/secrets/db_password');
-        // The image's environment and this one load as a replica's configuration would (the
-        // secret file exists only in the container).
-        const { DATABASE_PASSWORD_FILE: _secret, ...rest } = env;
-        const config = loadConfig({ ...rest, SHUTDOWN_TIMEOUT_MS: imageEnv('SHUTDOWN_TIMEOUT_MS')!, PORT: imageEnv('PORT')! });
-        expect(config).toMatchObject({ trustProxy: true, shutdownDrainMs: 5000, shutdownTimeoutMs: 8000 });
+        expect(loadConfig(containerEnv(name))).toMatchObject({ trustProxy: true, shutdownDrainMs: 5000, shutdownTimeoutMs: 8000 });
       }
       const pgbouncer = compose.services.pgbouncer!;
       expect(pgbouncer).toMatchObject({ build: 'deploy/pgbouncer', profiles: ['replicas'], volumes: ['./deploy/pgbouncer:/etc/cns/pgbouncer:ro'] });
@@ -111,6 +141,8 @@ describe('deployment files', () => {
       expect(outWithin).toBeLessThan(drainSeconds);
       const stopMs = Number(imageEnv('SHUTDOWN_TIMEOUT_MS'));
       expect(drainSeconds * 1000).toBeLessThan(stopMs);
+      // Compose passes SHUTDOWN_TIMEOUT_MS on from .env, with the image's value when it is unset.
+      for (const name of ['api', ...replicas]) expect(loadConfig(containerEnv(name)).shutdownTimeoutMs, name).toBe(stopMs);
       // docker stop waits 10 s by default before SIGKILL.
       expect(stopMs).toBeLessThan(10_000);
       expect(read('Dockerfile')).toMatch(/^STOPSIGNAL SIGTERM$/m);

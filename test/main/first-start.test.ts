@@ -79,6 +79,25 @@ describe('first start', () => {
     expect(((await list.json()) as unknown[]).length).toBe(8);
   });
 
+  it('PUBLIC_URL is where the printed commands go and what the embedded issuer signs with', { timeout: 60_000 }, async () => {
+    const port = await freePort();
+    // Another spelling of this machine than the listen address, with a trailing slash.
+    const publicUrl = `http://localhost:${port}/`;
+    const other = startProcess(['src/server.ts'], { DATA_DIR: folder(), PORT: String(port), PUBLIC_URL: publicUrl });
+    try {
+      await waitUntilHealthy(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status, other.child);
+      await vi.waitFor(() => expect(other.output.stdout).toContain('client_secret'), { timeout: 10_000 });
+      const banner = other.output.stdout;
+      expect(banner).toContain(` http://localhost:${port}/oauth/token `);
+      const token = await runPrintedToken(banner);
+      const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { iss: string };
+      expect(claims.iss).toBe(publicUrl);
+      expect((await runPrintedList(banner, token)).status).toBe(200);
+    } finally {
+      await killProcess(other.child);
+    }
+  });
+
   it('a HOST that is not an address of the machine is one line naming HOST, exit 1', { timeout: 60_000 }, async () => {
     // 192.0.2.0/24 is reserved for documentation (RFC 5737): never a local address.
     const failed = await runProcess(['src/server.ts'], { DATA_DIR: folder(), HOST: '192.0.2.1', PORT: String(await freePort()) });
