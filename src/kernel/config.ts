@@ -15,6 +15,19 @@ const envNumber = z
 
 const optionalUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional();
 
+// An origin, kept as the WHATWG URL spells it (lower case, no trailing slash): it becomes the
+// embedded issuer's iss, which OAuth clients compare byte for byte with the address they used, and
+// a path would put the issuer's metadata where the service does not serve it.
+const originUrl = z
+  .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+  .refine((value) => {
+    // Not a URL at all: the check above says so.
+    if (!URL.canParse(value)) return true;
+    const url = new URL(value);
+    return url.username === '' && url.password === '' && url.pathname === '/' && url.search === '' && url.hash === '';
+  }, 'must be scheme, host and port only (no path, query, fragment or login), e.g. https://charging.example.com')
+  .transform((value) => new URL(value).origin);
+
 const postgresUrl = z
   .string()
   .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
@@ -40,7 +53,7 @@ const envSchema = z.object({
   DATA_DIR: z.string().min(1).default('./data'),
   // The address clients reach the service at (a balancer's, a published port's): the embedded
   // issuer's iss unless AUTH_ISSUER says otherwise, and the base of the commands the start prints.
-  PUBLIC_URL: optionalUrl,
+  PUBLIC_URL: originUrl.optional(),
   AUTH_JWKS_URL: optionalUrl,
   AUTH_ISSUER: z.string().min(1).optional(),
   AUTH_AUDIENCE: z.string().min(1).optional(),

@@ -2,11 +2,10 @@ import { buildApp } from './app.js';
 import type { CreatedClient } from '../auth/clients-service.js';
 import { ConfigError, loadConfig, type AppConfig } from '../kernel/config.js';
 import { runServer, type ListenerOf } from './listeners.js';
-import { cliCommand, listCommand, localBaseUrl, tokenCommand } from './cli/printed-commands.js';
+import { clientBaseUrl, cliCommand, listCommand, tokenCommand } from './cli/printed-commands.js';
 
 function printBootstrap(client: CreatedClient, address: string, config: AppConfig) {
-  // Where clients reach it (PUBLIC_URL: a published port, a balancer), else where it listens.
-  const base = config.publicUrl?.replace(/\/+$/, '') ?? localBaseUrl(config.host, Number(new URL(address).port));
+  const base = clientBaseUrl(config, Number(new URL(address).port));
   // Printed to the console once, deliberately not through the logger: logs are shipped and kept.
   const lines = [
     '',

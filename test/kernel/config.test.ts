@@ -97,6 +97,13 @@ describe('loadConfig', () => {
     expect(loadConfig({ PUBLIC_URL: 'https://charging.example', AUTH_ISSUER: 'https://issuer.example' }).auth.issuer).toBe('https://issuer.example');
     expectRejected({ PUBLIC_URL: 'https://charging.example', AUTH_JWKS_URL: 'https://idp.example/.well-known/jwks.json' }, 'AUTH_ISSUER');
     expectRejected({ PUBLIC_URL: 'charging.example' }, 'PUBLIC_URL');
+    // An origin only, spelt as clients compare it: an issuer with a query or a login would be sent
+    // in every token and metadata document, and one with a path would have its metadata elsewhere.
+    for (const notAnOrigin of ['https://charging.example/cns', 'https://charging.example/?tenant=a&x=1', 'https://charging.example/#f', 'https://user:pw@charging.example', 'ftp://charging.example']) {
+      expectRejected({ PUBLIC_URL: notAnOrigin }, 'PUBLIC_URL');
+    }
+    expect(loadConfig({ PUBLIC_URL: 'HTTPS://Charging.Example:443/' }).publicUrl).toBe('https://charging.example');
+    expect(loadConfig({ PUBLIC_URL: 'http://[::1]:3000/' }).auth.issuer).toBe('http://[::1]:3000');
   });
 
   it.each([

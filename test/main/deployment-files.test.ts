@@ -89,6 +89,8 @@ describe('deployment files', () => {
       expect(() => loadConfig(containerEnv(name, { AUTH_JWKS_URL: 'https://idp.example.com/jwks.json' })), name).toThrow(/^invalid configuration: AUTH_ISSUER:/);
       const external = loadConfig(containerEnv(name, { AUTH_JWKS_URL: 'https://idp.example.com/jwks.json', AUTH_ISSUER: 'https://idp.example.com/' }));
       expect(external.auth, name).toMatchObject({ mode: 'external', issuer: 'https://idp.example.com/' });
+      // The address clients use, from .env: the embedded issuer's iss.
+      expect(loadConfig(containerEnv(name, { PUBLIC_URL: 'https://cns.example' })).auth.issuer, name).toBe('https://cns.example');
     }
     // The embedded issuer signs with the address clients use: the published port's, the balancer's.
     expect(loadConfig(containerEnv('api', { API_PORT: '3100' })).auth.issuer).toBe('http://localhost:3100');

@@ -81,8 +81,8 @@ describe('first start', () => {
 
   it('PUBLIC_URL is where the printed commands go and what the embedded issuer signs with', { timeout: 60_000 }, async () => {
     const port = await freePort();
-    // Another spelling of this machine than the listen address, with a trailing slash.
-    const publicUrl = `http://localhost:${port}/`;
+    // Another spelling of this machine than the listen address, kept as an origin.
+    const publicUrl = `http://LocalHost:${port}/`;
     const other = startProcess(['src/server.ts'], { DATA_DIR: folder(), PORT: String(port), PUBLIC_URL: publicUrl });
     try {
       await waitUntilHealthy(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status, other.child);
@@ -91,7 +91,7 @@ describe('first start', () => {
       expect(banner).toContain(` http://localhost:${port}/oauth/token `);
       const token = await runPrintedToken(banner);
       const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { iss: string };
-      expect(claims.iss).toBe(publicUrl);
+      expect(claims.iss).toBe(`http://localhost:${port}`);
       expect((await runPrintedList(banner, token)).status).toBe(200);
     } finally {
       await killProcess(other.child);

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type AppConfig } from '../../kernel/config.js';
-import { localBaseUrl } from './printed-commands.js';
+import { clientBaseUrl } from './printed-commands.js';
 import { openDatabase } from '../../db/database.js';
 import { ClientInputError, createClient, listClients, revokeClient } from '../../auth/clients-service.js';
 import { parseScopeList } from '../../auth/scopes.js';
@@ -74,7 +74,7 @@ const commands: Record<string, Command> = {
     return 0;
   },
   'demo-data': async (_args, db, config) => {
-    await seedDemoData(db, undefined, { baseUrl: localBaseUrl(config.host, config.port) });
+    await seedDemoData(db, undefined, { baseUrl: clientBaseUrl(config, config.port) });
     return 0;
   },
 };

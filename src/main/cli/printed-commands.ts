@@ -1,3 +1,5 @@
+import type { AppConfig } from '../../kernel/config.js';
+
 // The commands the service prints for a person to paste, written once so the start-up banner and
 // the CLI print the same, and each runs where the service runs.
 
@@ -7,8 +9,13 @@ export function cliCommand(moduleUrl: string = import.meta.url): string {
   return /\/dist\/.*\.js$/.test(new URL(moduleUrl).pathname) ? 'node dist/cli.js' : 'npm run cli --';
 }
 
+// Where clients reach the service: PUBLIC_URL (a published port, a balancer), else where it listens.
+export function clientBaseUrl(config: Pick<AppConfig, 'publicUrl' | 'host'>, port: number): string {
+  return config.publicUrl ?? localBaseUrl(config.host, port);
+}
+
 // Where a client on this machine reaches a server listening on host:port.
-export function localBaseUrl(host: string, port: number): string {
+function localBaseUrl(host: string, port: number): string {
   const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
   return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`;
 }

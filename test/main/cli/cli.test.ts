@@ -3,7 +3,7 @@ import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cliCommand, localBaseUrl } from '../../../src/main/cli/printed-commands.js';
+import { clientBaseUrl, cliCommand } from '../../../src/main/cli/printed-commands.js';
 import { lockDataDir } from '../../../src/db/data-dir-lock.js';
 import { freePort } from '../../helpers/probe-app.js';
 import { outputLines, runProcess } from '../../helpers/service-process.js';
@@ -16,11 +16,13 @@ describe('printed commands', () => {
     expect(cliCommand()).toBe('npm run cli --');
   });
 
-  it('reach a server listening on every interface through the loopback address', () => {
-    expect(localBaseUrl('0.0.0.0', 8080)).toBe('http://127.0.0.1:8080');
-    expect(localBaseUrl('::', 3000)).toBe('http://127.0.0.1:3000');
-    expect(localBaseUrl('::1', 3000)).toBe('http://[::1]:3000');
-    expect(localBaseUrl('10.1.2.3', 3000)).toBe('http://10.1.2.3:3000');
+  it('reach a server listening on every interface through the loopback address, and PUBLIC_URL when it is set', () => {
+    const at = (host: string, port: number) => clientBaseUrl({ host, publicUrl: undefined }, port);
+    expect(at('0.0.0.0', 8080)).toBe('http://127.0.0.1:8080');
+    expect(at('::', 3000)).toBe('http://127.0.0.1:3000');
+    expect(at('::1', 3000)).toBe('http://[::1]:3000');
+    expect(at('10.1.2.3', 3000)).toBe('http://10.1.2.3:3000');
+    expect(clientBaseUrl({ host: '0.0.0.0', publicUrl: 'https://charging.example' }, 3000)).toBe('https://charging.example');
   });
 });
 
