@@ -13,20 +13,21 @@ const envNumber = z
   .regex(/^\d+$/, 'must be a whole number (digits only)')
   .transform(Number);
 
-const optionalUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional();
+const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+const optionalUrl = httpUrl.optional();
 
 // An origin, kept as the WHATWG URL spells it (lower case, no trailing slash): it becomes the
 // embedded issuer's iss, which OAuth clients compare byte for byte with the address they used, and
-// a path would put the issuer's metadata where the service does not serve it.
-const originUrl = z
-  .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
-  .refine((value) => {
-    // Not a URL at all: the check above says so.
-    if (!URL.canParse(value)) return true;
-    const url = new URL(value);
-    return url.username === '' && url.password === '' && url.pathname === '/' && url.search === '' && url.hash === '';
-  }, 'must be scheme, host and port only (no path, query, fragment or login), e.g. https://charging.example.com')
-  .transform((value) => new URL(value).origin);
+// a path would put the issuer's metadata where the service does not serve it. The transform runs
+// only on what httpUrl accepted.
+const originUrl = httpUrl.transform((value, ctx) => {
+  const url = new URL(value);
+  if (url.username !== '' || url.password !== '' || url.pathname !== '/' || url.search !== '' || url.hash !== '') {
+    ctx.addIssue({ code: 'custom', message: 'must be scheme, host and port only (no path, query, fragment or login), e.g. https://charging.example.com' });
+    return z.NEVER;
+  }
+  return url.origin;
+});
 
 const postgresUrl = z
   .string()
