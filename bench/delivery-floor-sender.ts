@@ -1,13 +1,16 @@
 // The sending half of the webhooks group's delivery floor (bench/delivery-floor.ts), run in a
 // process of its own on the service's Node: signed Standard Webhooks POSTs through an undici pool
 // to the harness's receiver, with nothing else around them (no worker, no checks of the target).
+// Each is signed and framed by the service's own functions (src/events/webhook-signing.ts), so the
+// floor's request is byte for byte the shape of a delivery.
 // With a database, each answered delivery is also recorded as one row, written in batches as the
 // answers come (the least bookkeeping an attempt shown in `…/deliveries` needs). Started by the
 // harness with fork(): it is sent the job, warms up, says so, sends `count` more and answers its
 // own CPU for those.
-import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { Pool } from 'undici';
+import { eventBody, signMessage } from '../src/events/webhook-signing.js';
 
 interface Job {
   url: string;
@@ -67,14 +70,12 @@ type Recorder = Awaited<ReturnType<typeof recorder>>;
 function sender(job: Job, rows: Recorder | undefined): (n: number) => Promise<void> {
   const url = new URL(job.url);
   const pool = new Pool(url.origin, { connections: job.inFlight });
-  const key = randomBytes(24);
+  const secret = `whsec_${randomBytes(24).toString('base64')}`;
   const one = () =>
     new Promise<void>((resolve, reject) => {
       const id = `evt_${randomUUID()}`;
-      const timestamp = String(Math.floor(Date.now() / 1000));
-      const body = `{"type":"payment.recorded","timestamp":"${new Date().toISOString()}","data":${job.data}}`;
-      const signature = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
-      const headers = { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` };
+      const now = new Date();
+      const { headers, body } = signMessage(secret, id, eventBody({ type: 'payment.recorded', createdAt: now, data: job.data }), now);
       let code = 0;
       pool.dispatch(
         { path: url.pathname, method: 'POST', headers, body },
