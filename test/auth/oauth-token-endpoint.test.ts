@@ -528,6 +528,33 @@ describe('clients create --network (the CLI path)', () => {
   });
 });
 
+describe('embedded issuer at PUBLIC_URL', () => {
+  it('signs with PUBLIC_URL as the address clients use, spelt as they compare it, and publishes its metadata under it', async () => {
+    const t = await createProbeApp({ env: { PUBLIC_URL: 'HTTPS://Charging.Example.test/' } });
+    try {
+      const issuer = 'https://charging.example.test';
+      const metadata = await t.app.inject({ url: '/.well-known/oauth-authorization-server' });
+      expect(metadata.statusCode).toBe(200);
+      expect(metadata.json()).toMatchObject({ issuer, token_endpoint: `${issuer}/oauth/token`, jwks_uri: `${issuer}/.well-known/jwks.json` });
+      const client = await createClient(t.database.db, { name: 'public-url', scopes: ['read:sessionpayment'] });
+      const token = await t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret }).toString(),
+      });
+      expect(token.statusCode, token.body).toBe(200);
+      const accessToken = token.json().access_token as string;
+      expect(JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString())).toMatchObject({ iss: issuer });
+      // The service takes its own token: the iss it checks is the one it signs with.
+      const list = await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: `Bearer ${accessToken}` } });
+      expect(list.statusCode, list.body).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('embedded issuer whose AUTH_ISSUER ends in a slash', () => {
   it('the metadata keeps the issuer as configured (iss must match it exactly) and puts the token endpoint and the keys under it without a double slash', async () => {
     const t = await createProbeApp({ env: { AUTH_ISSUER: 'https://payments.example.test/' } });
