@@ -16,7 +16,7 @@ export const SERVICE_APPLICATION_NAME = 'charging-network-service';
 export const NAIVE_APPLICATION_NAME = 'cns-bench-naive';
 export const FLOOR_TARGET = 0.9;
 // The hot-path targets against the naive server: 3x at 10,000 rows, 2x at 1,000,000.
-export const naiveTarget = (rows: number) => (rows <= 10_000 ? 3 : 2);
+const naiveTarget = (rows: number) => (rows <= 10_000 ? 3 : 2);
 
 // A client scoped to one network, made the way an operator makes one: `node dist/cli.js clients
 // create … --network …` against the bench database.

@@ -50,7 +50,6 @@ describe('deployment files', () => {
     }
     return text;
   };
-  const unset = (value: unknown) => resolved(value);
   // A container's environment as the service reads it, with the .env given; the secret file exists
   // only in the container, and the image's ENV applies where compose sets nothing.
   const imageEnv = (name: string) => new RegExp(`^ENV [\\s\\S]*?\\b${name}=(\\d+)`, 'm').exec(read('Dockerfile'))?.[1];
@@ -121,7 +120,7 @@ describe('deployment files', () => {
         const replica = compose.services[name]!;
         expect(replica).toMatchObject({ build: '.', profiles: ['replicas'] });
         expect(replica).not.toHaveProperty('ports');
-        const env = Object.fromEntries(Object.entries(replica.environment!).map(([k, v]) => [k, unset(v)]));
+        const env = Object.fromEntries(Object.entries(replica.environment!).map(([k, v]) => [k, resolved(v)]));
         expect(env).toMatchObject({ DATABASE_URL: `postgres://cns@pgbouncer:${pgbouncerPort}/cns`, DATABASE_DIRECT_URL: 'postgres://cns@db:5432/cns', TRUST_PROXY: 'true' });
         expect(env.DATABASE_PASSWORD_FILE).toBe('/run/secrets/db_password');
         expect(loadConfig(containerEnv(name))).toMatchObject({ trustProxy: true, shutdownDrainMs: 5000, shutdownTimeoutMs: 8000 });
