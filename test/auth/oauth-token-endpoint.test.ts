@@ -6,6 +6,7 @@ import { ClientInputError, createClient, listClients, revokeClient, type Created
 import type { Database } from '../../src/db/database.js';
 import { tokenParameter } from '../../src/auth/token-parameters.js';
 import { createTestDatabase } from '../helpers/test-database.js';
+import { embeddedIssuerToken } from '../helpers/test-app.js';
 import { ASSETS_PROBE, PAYMENTS_PROBE, createProbeApp, freePort, type ProbeApp } from '../helpers/probe-app.js';
 
 const PRIVATE_JWK_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
@@ -537,14 +538,7 @@ describe('embedded issuer at PUBLIC_URL', () => {
       expect(metadata.statusCode).toBe(200);
       expect(metadata.json()).toMatchObject({ issuer, token_endpoint: `${issuer}/oauth/token`, jwks_uri: `${issuer}/.well-known/jwks.json` });
       const client = await createClient(t.database.db, { name: 'public-url', scopes: ['read:sessionpayment'] });
-      const token = await t.app.inject({
-        method: 'POST',
-        url: '/oauth/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret }).toString(),
-      });
-      expect(token.statusCode, token.body).toBe(200);
-      const accessToken = token.json().access_token as string;
+      const accessToken = await embeddedIssuerToken(t.app, client);
       expect(JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString())).toMatchObject({ iss: issuer });
       // The service takes its own token: the iss it checks is the one it signs with.
       const list = await t.app.inject({ url: PAYMENTS_PROBE, headers: { authorization: `Bearer ${accessToken}` } });

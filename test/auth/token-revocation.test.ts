@@ -7,22 +7,13 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 import { countingDb } from '../helpers/counting-db.js';
 import { LIST_URL } from '../helpers/payments-factory.js';
 import { PAYMENTS_PROBE, createProbeApp, expectPaymentsDatabaseUnavailable, type ProbeApp } from '../helpers/probe-app.js';
-import { createTestApp, type TestApp } from '../helpers/test-app.js';
+import { createTestApp, embeddedIssuerToken, type TestApp } from '../helpers/test-app.js';
 import { createTestDatabase, databaseUrlOf } from '../helpers/test-database.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const LIST = `${LIST_URL}?sessionIds=ses_revocation_probe`;
 
-async function tokenFor(t: TestApp, c: CreatedClient): Promise<string> {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/oauth/token',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret }).toString(),
-  });
-  expect(res.statusCode, res.body).toBe(200);
-  return `Bearer ${(res.json() as { access_token: string }).access_token}`;
-}
+const tokenFor = async (t: TestApp, c: CreatedClient) => `Bearer ${await embeddedIssuerToken(t.app, c)}`;
 
 const list = (t: TestApp, authorization: string) => t.app.inject({ url: LIST, headers: { authorization } });
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/main/app.js';
@@ -109,4 +109,17 @@ export function useTestApp(options: TestAppOptions = {}): TestApp {
       return Reflect.get(current, property) as unknown;
     },
   });
+}
+
+// An access token of the embedded issuer for a client, asked for through the token endpoint as a
+// client would (client_secret_post).
+export async function embeddedIssuerToken(app: FastifyInstance, client: { clientId: string; clientSecret: string }): Promise<string> {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/oauth/token',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret }).toString(),
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return (res.json() as { access_token: string }).access_token;
 }
