@@ -233,24 +233,41 @@ export function settleAndClaimStatement(work: SettleAndClaim): SQL {
 }
 
 export interface BacklogStats {
-  // Deliveries not yet made, and events not yet fanned out.
+  // Deliveries the worker is to make, deliveries held by a DISABLED subscription (its test events
+  // excepted: those are sent), and events not yet fanned out.
   pendingDeliveries: number;
+  heldDeliveries: number;
   undispatchedEvents: number;
-  // Seconds since the oldest of the events either waits for; 0 when none waits.
+  // Seconds since the oldest event the worker owes something: one not yet fanned out, or one with
+  // a delivery to make. Held deliveries wait for their subscription, not for the worker, so they
+  // do not age it (docs/events.md, "Failed deliveries"); 0 when nothing waits.
   oldestPendingAgeSeconds: number;
 }
 
 export async function backlogStats(db: Executor): Promise<BacklogStats> {
-  const [row] = await rowsOf<{ pending: number; undispatched: number; age: number | null }>(
+  const [row] = await rowsOf<{ pending: number; held: number; undispatched: number; age: number | null }>(
     db,
     sql`
+      WITH pending AS (
+        SELECT s.status <> 'ENABLED' AND e.type <> 'webhook.test' AS held, e.created_at
+        FROM webhook_deliveries d
+        JOIN webhook_subscriptions s ON s.id = d.subscription_id
+        JOIN events e ON e.id = d.event_id
+        WHERE d.state = 'PENDING'
+      )
       SELECT
-        (SELECT count(*) FROM webhook_deliveries WHERE state = 'PENDING')::int AS pending,
+        (SELECT count(*) FROM pending WHERE NOT held)::int AS pending,
+        (SELECT count(*) FROM pending WHERE held)::int AS held,
         (SELECT count(*) FROM events WHERE dispatched_at IS NULL)::int AS undispatched,
         extract(epoch FROM now() - LEAST(
           (SELECT min(created_at) FROM events WHERE dispatched_at IS NULL),
-          (SELECT min(e.created_at) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE d.state = 'PENDING')
+          (SELECT min(created_at) FROM pending WHERE NOT held)
         ))::float8 AS age`,
   );
-  return { pendingDeliveries: row?.pending ?? 0, undispatchedEvents: row?.undispatched ?? 0, oldestPendingAgeSeconds: Math.max(0, row?.age ?? 0) };
+  return {
+    pendingDeliveries: row?.pending ?? 0,
+    heldDeliveries: row?.held ?? 0,
+    undispatchedEvents: row?.undispatched ?? 0,
+    oldestPendingAgeSeconds: Math.max(0, row?.age ?? 0),
+  };
 }

@@ -40,19 +40,20 @@ async function webhooksPlugin(app: FastifyInstance, options: WebhooksPluginOptio
   };
   new Gauge({
     name: 'webhook_backlog',
-    help: 'Webhook deliveries pending (kind="deliveries"), and events not yet fanned out to their subscriptions (kind="events")',
+    help: 'Webhook deliveries to make (kind="deliveries"), deliveries held by a DISABLED subscription (kind="held"), and events not yet fanned out to their subscriptions (kind="events")',
     labelNames: ['kind'],
     registers: [app.metrics],
     async collect() {
       const now = await stats();
       if (!now) return;
       this.set({ kind: 'deliveries' }, now.pendingDeliveries);
+      this.set({ kind: 'held' }, now.heldDeliveries);
       this.set({ kind: 'events' }, now.undispatchedEvents);
     },
   });
   new Gauge({
     name: 'webhook_oldest_pending_event_age_seconds',
-    help: 'Age of the oldest event with a delivery pending or not yet fanned out; 0 when none waits',
+    help: 'Age of the oldest event with a delivery to make (not one held by a DISABLED subscription) or not yet fanned out; 0 when none waits',
     registers: [app.metrics],
     async collect() {
       const now = await stats();

@@ -370,4 +370,47 @@ describe('webhook deliveries', () => {
     expect(metrics).toMatch(/webhook_backlog\{kind="deliveries"\} \d/);
     expect(metrics).toMatch(/webhook_oldest_pending_event_age_seconds \d/);
   });
+
+  it('counts a DISABLED subscription\'s pending deliveries as held: not as deliveries to make and not in the oldest age, until it is enabled again', async () => {
+    // An app of its own: /metrics counts the whole database, so this test's rows must be all of it.
+    const own = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' }, webhookRetryDelaysMs: RETRY_DELAYS_MS });
+    try {
+      const network = uniqueNetwork();
+      const held = await subscribe(network, ['payment.recorded'], receiver.url, own);
+      const disable = await own.app.inject({ method: 'PATCH', url: `${BASE}/${held.id}`, headers: { authorization: own.bearer({ scopes: ['write:webhooks'], network }) }, payload: { status: 'DISABLED' } });
+      expect(disable.statusCode, disable.body).toBe(200);
+      // An hour-old event whose delivery waits for the subscription, as one left when it was disabled.
+      const [old] = await rowsOf<{ id: string }>(
+        own.database.db,
+        sql`INSERT INTO events (network, type, data, created_at, dispatched_at) VALUES (${network}, 'payment.recorded', '{"id":"pmt_held"}', now() - interval '1 hour', now()) RETURNING id`,
+      );
+      await own.database.db.execute(sql`INSERT INTO webhook_deliveries (event_id, subscription_id, next_attempt_at) VALUES (${old!.id}, ${held.id}, now())`);
+      const gauges = async () => {
+        const text = (await own.app.inject({ url: '/metrics' })).body;
+        const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+        return { deliveries: read('webhook_backlog\\{kind="deliveries"\\}'), held: read('webhook_backlog\\{kind="held"\\}'), age: read('webhook_oldest_pending_event_age_seconds') };
+      };
+      expect(await gauges()).toEqual({ deliveries: 0, held: 1, age: 0 });
+
+      // A test event to it is sent whatever its status: a delivery to make, ten minutes old, due later.
+      const [test] = await rowsOf<{ id: string }>(
+        own.database.db,
+        sql`INSERT INTO events (network, type, data, created_at, dispatched_at) VALUES (${network}, 'webhook.test', '{}', now() - interval '10 minutes', now()) RETURNING id`,
+      );
+      await own.database.db.execute(sql`INSERT INTO webhook_deliveries (event_id, subscription_id, next_attempt_at) VALUES (${test!.id}, ${held.id}, now() + interval '1 hour')`);
+      const withTest = await eventually(gauges, (g) => g.deliveries === 1);
+      expect(withTest).toMatchObject({ deliveries: 1, held: 1 });
+      expect(withTest.age).toBeGreaterThanOrEqual(600);
+      expect(withTest.age).toBeLessThan(900);
+
+      // Enabled again, the held delivery is one to make: it goes, and nothing is held.
+      const enable = await own.app.inject({ method: 'PATCH', url: `${BASE}/${held.id}`, headers: { authorization: own.bearer({ scopes: ['write:webhooks'], network }) }, payload: { status: 'ENABLED' } });
+      expect(enable.statusCode, enable.body).toBe(200);
+      const [sent] = await receiver.waitFor(1);
+      expect(sent!.headers['webhook-id']).toBe(old!.id);
+      expect(await eventually(gauges, (g) => g.held === 0 && g.deliveries === 1)).toMatchObject({ deliveries: 1, held: 0 });
+    } finally {
+      await own.close();
+    }
+  });
 });
