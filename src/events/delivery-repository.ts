@@ -56,10 +56,10 @@ export async function fanOutEvents(db: Executor, limit: number, take: Omit<Settl
       counts AS (
         SELECT (SELECT count(*) FROM marked)::int AS events, (SELECT count(*) FROM made)::int AS deliveries
       )
-      SELECT counts.events, counts.deliveries, t."eventId", t."subscriptionId", t.attempts, t.type, t.data, t."createdAt", t.url, t.secret
+      SELECT counts.events, counts.deliveries, t."eventId", t."subscriptionId", t.attempts, t.type, t.data, t."createdAt", t.url, t.secret, t.network
       FROM counts LEFT JOIN (
         SELECT m.event_id AS "eventId", m.subscription_id AS "subscriptionId", m.attempts,
-          b.type, b.data, b.created_at AS "createdAt", s.url, s.secret
+          b.type, b.data, b.created_at AS "createdAt", s.url, s.secret, s.network
         FROM made m
         JOIN batch b ON b.id = m.event_id
         JOIN webhook_subscriptions s ON s.id = m.subscription_id
@@ -106,6 +106,8 @@ export interface ClaimedDelivery {
   createdAt: Date;
   url: string;
   secret: string;
+  // The subscription's (null: one without a network).
+  network: string | null;
 }
 
 export interface AttemptResult {
@@ -229,7 +231,7 @@ export function settleAndClaimStatement(work: SettleAndClaim): SQL {
       WHERE d.event_id = due.event_id AND d.subscription_id = due.subscription_id
         AND e.id = d.event_id AND s.id = d.subscription_id
       RETURNING d.event_id AS "eventId", d.subscription_id AS "subscriptionId", d.attempts,
-        e.type, e.data, e.created_at AS "createdAt", s.url, s.secret`;
+        e.type, e.data, e.created_at AS "createdAt", s.url, s.secret, s.network`;
 }
 
 export interface BacklogStats {

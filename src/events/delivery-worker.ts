@@ -122,7 +122,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     const attemptedAt = new Date();
     const message = signMessage(delivery.secret, delivery.eventId, eventBody(delivery), attemptedAt);
     const sent = client
-      .send({ url: delivery.url, headers: message.headers, body: message.body })
+      .send({ url: delivery.url, network: delivery.network, headers: message.headers, body: message.body })
       .catch((error: unknown) => ({ ok: false, status: undefined, error: error instanceof Error ? error.message : String(error), durationMs: 0 }))
       .then((result) => {
         const delivered = result.ok && isDelivered(result.status);

@@ -6,7 +6,8 @@ import type { NetworkScope } from '../kernel/network-scope.js';
 import type { WebhookTestData } from './event-types.js';
 import * as subscriptions from './subscriptions-repository.js';
 import type { DeliveryView, SubscriptionRow } from './subscriptions-repository.js';
-import { checkTargetUrl, type ResolveHost } from './target-rules.js';
+import type { TargetLookups } from './target-lookups.js';
+import { checkTargetUrl } from './target-rules.js';
 import { signalNewEvents } from './new-event-signal.js';
 import { DELIVERIES_SHOWN, type CreateSubscriptionInput, type DeliveryOutput, type SubscriptionOutput, type UpdateSubscriptionInput } from './webhooks-schemas.js';
 
@@ -24,8 +25,10 @@ export const MAX_SUBSCRIPTIONS_PER_NETWORK = 16;
 
 export interface TargetPolicy {
   allowPrivateTargets: boolean;
-  // The resolver of host names: the routes' bounded one (target-rules.ts, boundedResolver).
-  resolve: ResolveHost;
+  // The replica's lookups, taken in turn by network (target-lookups.ts), and how long a request
+  // waits for its own.
+  lookups: TargetLookups;
+  lookupTimeoutMs: number;
 }
 
 // `whsec_` + base64 of 32 random bytes (Standard Webhooks' form of a symmetric key).
@@ -50,8 +53,8 @@ function notFound(id: string): NotFoundError {
   return new NotFoundError(`No webhook subscription ${id}`, SUBSCRIPTION_NOT_FOUND);
 }
 
-async function requireAllowedTarget(url: string, policy: TargetPolicy): Promise<void> {
-  const verdict = await checkTargetUrl(url, policy);
+async function requireAllowedTarget(url: string, policy: TargetPolicy, scope: NetworkScope): Promise<void> {
+  const verdict = await checkTargetUrl(url, { allowPrivateTargets: policy.allowPrivateTargets, resolve: policy.lookups.forNetwork(scope.network, policy.lookupTimeoutMs) });
   if (!verdict.ok) {
     const message = `url is not an allowed target: ${verdict.reason}`;
     throw new BadRequestError(message, [{ code: 'custom', message, path: ['url'] }]);
@@ -64,7 +67,7 @@ export async function createSubscription(
   scope: NetworkScope,
   input: CreateSubscriptionInput,
 ): Promise<SubscriptionOutput & { secret: string }> {
-  await requireAllowedTarget(input.url, policy);
+  await requireAllowedTarget(input.url, policy, scope);
   const made = { id: newId('whk'), network: scope.network, url: input.url, events: input.events, description: input.description ?? null, secret: newSecret() };
   const row = await db.transaction((tx) => subscriptions.insertSubscriptionWithin(tx, made, MAX_SUBSCRIPTIONS_PER_NETWORK));
   if (!row) {
@@ -103,7 +106,7 @@ export async function updateSubscription(
 ): Promise<SubscriptionOutput> {
   // A 404 before the target's check: the caller learns nothing of a subscription it cannot see.
   if (!(await subscriptions.findSubscription(db, scope, id))) throw notFound(id);
-  if (input.url !== undefined) await requireAllowedTarget(input.url, policy);
+  if (input.url !== undefined) await requireAllowedTarget(input.url, policy, scope);
   const row = await subscriptions.updateSubscription(db, scope, id, {
     ...(input.url !== undefined ? { url: input.url } : {}),
     ...(input.events !== undefined ? { events: input.events } : {}),

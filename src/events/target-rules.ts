@@ -1,6 +1,6 @@
 import { lookup } from 'node:dns/promises';
-import pLimit from 'p-limit';
 import { checkTargetUrlForm, classifyAddress } from './target-addresses.js';
+import { LookupTimedOut } from './target-lookups.js';
 
 // A webhook target's URL checked when a subscription names it, and the resolution that the
 // delivery's connections use too (docs/events.md, "Targets"). The rules themselves are pure, in
@@ -46,47 +46,9 @@ export async function resolveTarget(
   return { ok: true, addresses };
 }
 
-// The lookups of the API's requests (docs/events.md, "Targets"): each system lookup holds a thread
-// of libuv's pool, which station logins' password hashes share, until the resolver answers, and a
-// name whose servers never answer holds it for the resolver's own time limit. So a request waits
-// at most CHECK_LOOKUP_TIMEOUT_MS for its answer (then a 400), at most CHECK_LOOKUPS run at once,
-// and requests for the same name at once share one lookup (boundedResolver).
+// How long a request that names a target waits for its lookup (then a 400): the API's share of
+// the lookups is target-lookups.ts's.
 export const CHECK_LOOKUP_TIMEOUT_MS = 5_000;
-export const CHECK_LOOKUPS = 2;
-
-class LookupTimedOut extends Error {}
-
-export function boundedResolver(resolve: ResolveHost, options: { timeoutMs: number; concurrency: number }): ResolveHost {
-  const limit = pLimit(options.concurrency);
-  // The lookup of each name under way or waiting for a slot, and how many requests still wait for it.
-  const running = new Map<string, { result: Promise<ResolvedAddress[]>; waiting: { n: number } }>();
-  // A lookup of `hostname` for its first request (counted before the lookup can start).
-  function share(hostname: string) {
-    const waiting = { n: 1 };
-    // A lookup whose requests all gave up while it waited for a slot is not started.
-    const result = limit(() => (waiting.n === 0 ? Promise.reject(new LookupTimedOut()) : resolve(hostname)));
-    const entry = { result, waiting };
-    const forget = () => {
-      if (running.get(hostname) === entry) running.delete(hostname);
-    };
-    result.then(forget, forget);
-    running.set(hostname, entry);
-    return entry;
-  }
-  return (hostname) => {
-    const joined = running.get(hostname);
-    if (joined) joined.waiting.n++;
-    const { result, waiting } = joined ?? share(hostname);
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        waiting.n--;
-        reject(new LookupTimedOut());
-      }, options.timeoutMs);
-    });
-    return Promise.race([result, timedOut]).finally(() => clearTimeout(timer));
-  };
-}
 
 // Whether a subscription may name `url`: its form (https, no credentials, length), then every
 // address its host resolves to. The same rules hold again at every connection of a delivery, so a

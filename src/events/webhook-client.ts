@@ -2,7 +2,8 @@ import { LRUCache } from 'lru-cache';
 import { Agent, type Dispatcher } from 'undici';
 import { guardedConnector, TargetRefusedError, TargetUnresolvedError } from './guarded-connector.js';
 import { checkTargetUrlForm, type TargetUrlVerdict } from './target-addresses.js';
-import type { ResolveHost } from './target-rules.js';
+import { targetLookups, type TargetLookups } from './target-lookups.js';
+import { resolveWithSystem, type ResolveHost } from './target-rules.js';
 
 // The HTTP client that delivers webhooks (docs/events.md, "Targets" and "Delivery and retries"): one POST an
 // attempt, to a target the rules allow (checked as each connection is made, guarded-connector.ts),
@@ -14,7 +15,9 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_ANSWER_BYTES = 64 * 1024;
 const MAX_KEPT_FORMS = 1_000;
 
-export type WebhookRequest = { url: string; headers: Record<string, string>; body: string };
+// `network`: the subscription's (null: one without a network), whose turn its connection's lookup
+// takes (target-lookups.ts).
+export type WebhookRequest = { url: string; network: string | null; headers: Record<string, string>; body: string };
 export type WebhookOutcome = { ok: boolean; status?: number; error?: string; durationMs: number };
 
 export type WebhookClient = {
@@ -28,7 +31,9 @@ export type WebhookClientOptions = {
   allowPrivateTargets: boolean;
   timeoutMs?: number;
   maxAnswerBytes?: number;
-  // The resolver of host names; the system's by default (tests pass their own).
+  // The replica's lookups (webhooks-plugin.ts); without them, lookups of its own through `resolve`
+  // (the system's resolver by default; tests pass their own).
+  lookups?: TargetLookups;
   resolve?: ResolveHost;
 };
 
@@ -59,11 +64,23 @@ function describe(error: unknown, timeoutMs: number, timedOut: boolean): string 
 export function createWebhookClient(options: WebhookClientOptions): WebhookClient {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
-  const agent = new Agent({
-    connect: guardedConnector({ allowPrivateTargets: options.allowPrivateTargets, timeoutMs, resolve: options.resolve }),
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-  });
+  const lookups = options.lookups ?? targetLookups(options.resolve ?? resolveWithSystem);
+  // One agent a network, whose connections' lookups take that network's turns: a lookup hook sees
+  // only the host name, and a name may be any network's. A connection is kept by the network
+  // that made it.
+  const agents = new Map<string | null, Agent>();
+  const agentOf = (network: string | null): Agent => {
+    let agent = agents.get(network);
+    if (!agent) {
+      agent = new Agent({
+        connect: guardedConnector({ allowPrivateTargets: options.allowPrivateTargets, timeoutMs, resolve: lookups.forNetwork(network, timeoutMs) }),
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      agents.set(network, agent);
+    }
+    return agent;
+  };
 
   // The form's verdict of each URL, kept: the rules are pure, and parsing the URL and its host on
   // every attempt cost half as much CPU as the request itself. Bounded by the URLs a replica's
@@ -133,12 +150,17 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
         },
       };
       try {
-        agent.dispatch({ origin: url.origin, path: `${url.pathname}${url.search}`, method: 'POST', headers: request.headers, body: request.body }, handler);
+        agentOf(request.network).dispatch({ origin: url.origin, path: `${url.pathname}${url.search}`, method: 'POST', headers: request.headers, body: request.body }, handler);
       } catch (error) {
         settle({ ok: false, error: describe(error, timeoutMs, false) });
       }
     });
   }
 
-  return { send, close: () => agent.close() };
+  return {
+    send,
+    close: async () => {
+      await Promise.all([...agents.values()].map((agent) => agent.close()));
+    },
+  };
 }

@@ -4,8 +4,16 @@ import { Counter, Gauge } from 'prom-client';
 import { backlogStats, type BacklogStats } from './delivery-repository.js';
 import { createDeliveryWorker } from './delivery-worker.js';
 import { startOutboxRetention } from './outbox-retention.js';
-import type { ResolveHost } from './target-rules.js';
+import { targetLookups, type TargetLookups } from './target-lookups.js';
+import { resolveWithSystem, type ResolveHost } from './target-rules.js';
 import { createWebhookClient } from './webhook-client.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    // The replica's host name lookups, the deliveries' and the subscription checks' (target-lookups.ts).
+    webhookLookups: TargetLookups;
+  }
+}
 
 export interface WebhooksPluginOptions {
   // The waits between attempts (delivery-schedule.ts); tests shorten them.
@@ -21,6 +29,8 @@ const SCRAPE_REUSE_MS = 1_000;
 // database closes, and its figures on /metrics.
 async function webhooksPlugin(app: FastifyInstance, options: WebhooksPluginOptions): Promise<void> {
   const { config, database } = app;
+  const lookups = targetLookups(options.resolveHost ?? resolveWithSystem);
+  app.decorate('webhookLookups', lookups);
   const deliveries = new Counter({
     name: 'webhook_deliveries_total',
     help: 'Webhook attempts by outcome: succeeded, retrying (failed, to be made again), failed (the last retry failed)',
@@ -61,7 +71,7 @@ async function webhooksPlugin(app: FastifyInstance, options: WebhooksPluginOptio
     },
   });
 
-  const client = createWebhookClient({ allowPrivateTargets: config.webhooks.allowPrivateTargets, ...(options.resolveHost ? { resolve: options.resolveHost } : {}) });
+  const client = createWebhookClient({ allowPrivateTargets: config.webhooks.allowPrivateTargets, lookups });
   const worker = createDeliveryWorker({
     db: database.db,
     client,

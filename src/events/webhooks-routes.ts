@@ -6,7 +6,8 @@ import { requireScope } from '../auth/auth-plugin.js';
 import { describeErrorShapes } from '../http/errors/error-shapes.js';
 import { serveErrorFamily } from '../http/errors/error-families.js';
 import { API_ROUTES_NEED } from '../http/plugin-order.js';
-import { CHECK_LOOKUP_TIMEOUT_MS, CHECK_LOOKUPS, boundedResolver, resolveWithSystem, type ResolveHost } from './target-rules.js';
+import type { TargetLookups } from './target-lookups.js';
+import { CHECK_LOOKUP_TIMEOUT_MS } from './target-rules.js';
 import {
   MAX_SUBSCRIPTIONS_PER_NETWORK,
   SUBSCRIPTION_LIMIT_REACHED,
@@ -53,8 +54,8 @@ const writers = [requireScope('write:webhooks')];
 const readers = [requireScope('read:webhooks', 'write:webhooks')];
 
 export interface WebhooksRoutesOptions {
-  // The resolver of target host names (default: the system's); tests pass their own.
-  resolveHost?: ResolveHost | undefined;
+  // The replica's host name lookups (webhooks-plugin.ts), which the deliveries share.
+  lookups: TargetLookups;
   // How long a request waits for its target's lookup (default CHECK_LOOKUP_TIMEOUT_MS).
   lookupTimeoutMs?: number | undefined;
 }
@@ -63,8 +64,7 @@ async function webhooksRoutes(app: FastifyInstance, options: WebhooksRoutesOptio
   serveErrorFamily(app, WEBHOOKS_ERROR_FAMILY);
   const r = app.withTypeProvider<ZodTypeProvider>();
   const { db } = app.database;
-  const resolve = boundedResolver(options.resolveHost ?? resolveWithSystem, { timeoutMs: options.lookupTimeoutMs ?? CHECK_LOOKUP_TIMEOUT_MS, concurrency: CHECK_LOOKUPS });
-  const policy = { allowPrivateTargets: app.config.webhooks.allowPrivateTargets, resolve };
+  const policy = { allowPrivateTargets: app.config.webhooks.allowPrivateTargets, lookups: options.lookups, lookupTimeoutMs: options.lookupTimeoutMs ?? CHECK_LOOKUP_TIMEOUT_MS };
   const one = '/subscriptions/:id';
 
   r.post(

@@ -169,7 +169,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
 
   await app.register(paymentsRoutes, { prefix: PAYMENTS_PREFIX });
   await app.register(assetManagementRoutes, { prefix: ASSET_MANAGEMENT_PREFIX, passwordHashParams: options.passwordHashParams, stations: app.stations, abandonedSweepMs: options.abandonedRotationsSweepMs });
-  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX, resolveHost: options.webhookResolveHost, lookupTimeoutMs: options.webhookLookupTimeoutMs });
+  await app.register(webhooksRoutes, { prefix: WEBHOOKS_PREFIX, lookups: app.webhookLookups, lookupTimeoutMs: options.webhookLookupTimeoutMs });
 
   return app;
 }

@@ -371,6 +371,54 @@ describe('webhook deliveries', () => {
     expect(metrics).toMatch(/webhook_oldest_pending_event_age_seconds \d/);
   });
 
+  it('a network whose receivers\' names stop answering makes one lookup at a time, and another network\'s deliveries still look theirs up and go', async () => {
+    // Every name answers the receiver's address until `silent` is set; then the names under
+    // silent.example never answer, until the test lets them.
+    let silent = false;
+    const started: string[] = [];
+    const answers: Array<() => void> = [];
+    const resolver = (hostname: string) => {
+      started.push(hostname);
+      const address = [{ address: '127.0.0.1', family: 4 }];
+      if (!silent || !hostname.endsWith('.silent.example')) return Promise.resolve(address);
+      return new Promise<typeof address>((resolve) => answers.push(() => resolve(address)));
+    };
+    const own = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' }, webhookRetryDelaysMs: [600_000], webhookResolveHost: resolver });
+    try {
+      const at = (host: string) => receiver.url.replace('127.0.0.1', host);
+      const hostile = uniqueNetwork();
+      const other = uniqueNetwork();
+      const stalled = await Promise.all(['a', 'b', 'c'].map((name) => subscribe(hostile, ['payment.recorded'], at(`${name}.silent.example`), own)));
+      const honest = await subscribe(other, ['payment.recorded'], at('receiver.example.test'), own);
+      silent = true;
+      started.length = 0;
+      for (const { id } of stalled) {
+        const res = await own.app.inject({ method: 'POST', url: `${BASE}/${id}/test`, headers: { authorization: own.bearer({ scopes: ['write:webhooks'], network: hostile }) } });
+        expect(res.statusCode, res.body).toBe(202);
+      }
+      const counts = await eventually(async () => own.app.webhookLookups.counts(), (c) => c.running === 1 && c.waiting === 2);
+      expect(counts).toMatchObject({ running: 1, waiting: 2 });
+      // Three deliveries to three silent names: one lookup runs, the others wait for their network's turn.
+      expect(started).toHaveLength(1);
+      const test = await own.app.inject({ method: 'POST', url: `${BASE}/${honest.id}/test`, headers: { authorization: own.bearer({ scopes: ['write:webhooks'], network: other }) } });
+      expect(test.statusCode, test.body).toBe(202);
+      const [webhook] = await receiver.waitFor(1);
+      expect(webhook!.headers['webhook-id']).toBe(test.json().data.eventId);
+      expect(started).toContain('receiver.example.test');
+      expect(started.filter((name) => name.endsWith('.silent.example'))).toHaveLength(1);
+      // Once the names answer, the hostile network's deliveries go too, one lookup after another.
+      const answering = setInterval(() => answers.splice(0).forEach((answer) => answer()), 20);
+      try {
+        await receiver.waitFor(4);
+      } finally {
+        clearInterval(answering);
+      }
+      expect(new Set(receiver.received.map((r) => r.headers['webhook-id'])).size).toBe(4);
+    } finally {
+      await own.close();
+    }
+  });
+
   it('counts a DISABLED subscription\'s pending deliveries as held: not as deliveries to make and not in the oldest age, until it is enabled again', async () => {
     // An app of its own: /metrics counts the whole database, so this test's rows must be all of it.
     const own = await createTestApp({ env: { WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true' }, webhookRetryDelaysMs: RETRY_DELAYS_MS });

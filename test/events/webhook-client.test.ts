@@ -83,7 +83,7 @@ function resolverOf(names: Record<string, string>): ResolveHost {
   };
 }
 
-const EVENT = { headers: { 'content-type': 'application/json', 'webhook-id': 'evt_1' }, body: '{"type":"webhook.test","data":{}}' };
+const EVENT = { network: 'net_client', headers: { 'content-type': 'application/json', 'webhook-id': 'evt_1' }, body: '{"type":"webhook.test","data":{}}' };
 
 const clients: WebhookClient[] = [];
 const receivers: Receiver[] = [];

@@ -324,37 +324,72 @@ describe('webhook targets', () => {
     expect(allowed.statusCode).toBe(201);
   });
 
-  it('a lookup that never answers is a 400 after its time limit; at most two run at once, and requests for one name share one', async () => {
+  it('a lookup that never answers is a 400 after its time limit; a network runs one lookup at a time, requests for one name share one, and another network\'s lookup goes meanwhile', async () => {
     const started: string[] = [];
     const answers: Array<() => void> = [];
-    // A resolver whose servers never answer, until the test lets them.
-    const silent: ResolveHost = (hostname) => {
+    // Names under silent.example have servers that never answer, until the test lets them; the
+    // others answer at once.
+    const resolver: ResolveHost = (hostname) => {
       started.push(hostname);
+      if (!hostname.endsWith('.silent.example')) return Promise.resolve([{ address: '93.184.215.14', family: 4 }]);
       return new Promise((resolve) => answers.push(() => resolve([{ address: '93.184.215.14', family: 4 }])));
     };
-    const slow = await createTestApp({ webhookResolveHost: silent, webhookLookupTimeoutMs: 300 });
+    const slow = await createTestApp({ webhookResolveHost: resolver, webhookLookupTimeoutMs: 300 });
     try {
-      const create = (url: string) =>
-        slow.app.inject({ method: 'POST', url: BASE, headers: { authorization: slow.bearer({ scopes: [WRITE] }) }, payload: { url, events: ['payment.recorded'] } });
-      const urls = ['https://a.example.com/1', 'https://a.example.com/2', 'https://b.example.com/1', 'https://c.example.com/1', 'https://d.example.com/1'];
-      const res = await Promise.all(urls.map(create));
-      for (const [i, r] of res.entries()) {
+      const create = (network: string, url: string) =>
+        slow.app.inject({ method: 'POST', url: BASE, headers: { authorization: slow.bearer({ scopes: [WRITE], network }) }, payload: { url, events: ['payment.recorded'] } });
+      const hostile = uniqueNetwork();
+      const other = uniqueNetwork();
+      const urls = ['https://a.silent.example/1', 'https://a.silent.example/2', 'https://b.silent.example/1', 'https://c.silent.example/1'];
+      const stalled = Promise.all(urls.map((url) => create(hostile, url)));
+      await eventually(() => expect(started).toEqual(['a.silent.example']));
+      // The hostile network holds one of the two slots: another network's lookup runs on the other.
+      const made = await create(other, 'https://receiver.example.com/hook');
+      expect(made.statusCode, made.body).toBe(201);
+      for (const [i, r] of (await stalled).entries()) {
         expect(r.statusCode, urls[i]).toBe(400);
         expect(r.json()).toEqual(familyError('BAD_REQUEST', 'INVALID_REQUEST_PARAMETERS'));
         expect(r.json().message).toMatch(/could not be resolved in time/);
       }
-      // Two lookups, each name once (a.example.com's two requests share one); the requests that
-      // gave up waiting for a slot started none.
-      expect(started).toHaveLength(2);
-      expect(new Set(started).size).toBe(2);
-      const list = await slow.app.inject({ url: BASE, headers: { authorization: slow.bearer({ scopes: [READ] }) } });
+      // One lookup for the hostile network's four requests: a.silent.example's two shared one, and
+      // those that gave up waiting for their network's turn started none.
+      expect(started).toEqual(['a.silent.example', 'receiver.example.com']);
+      const list = await slow.app.inject({ url: BASE, headers: { authorization: slow.bearer({ scopes: [READ], network: hostile }) } });
       expect(list.json().data.items).toEqual([]);
-      // Once the resolver answers, the slots are free again.
+      // Once the resolver answers, the hostile network may look up again.
       for (const answer of answers.splice(0)) answer();
-      const made = create('https://e.example.com/1');
-      await eventually(() => expect(started).toContain('e.example.com'));
+      const again = create(hostile, 'https://d.silent.example/1');
+      await eventually(() => expect(started).toContain('d.silent.example'));
       answers.splice(0).forEach((answer) => answer());
-      expect((await made).statusCode).toBe(201);
+      expect((await again).statusCode).toBe(201);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('at most two lookups run at once in a replica, whatever the networks: a third network waits for a slot, then goes', async () => {
+    const started: string[] = [];
+    const answers = new Map<string, () => void>();
+    const resolver: ResolveHost = (hostname) => {
+      started.push(hostname);
+      return new Promise((resolve) => answers.set(hostname, () => resolve([{ address: '93.184.215.14', family: 4 }])));
+    };
+    const slow = await createTestApp({ webhookResolveHost: resolver, webhookLookupTimeoutMs: 5_000 });
+    try {
+      const create = (network: string | null, url: string) =>
+        slow.app.inject({ method: 'POST', url: BASE, headers: { authorization: slow.bearer({ scopes: [WRITE], network }) }, payload: { url, events: ['payment.recorded'] } });
+      const first = create(uniqueNetwork(), 'https://one.example.com/hook');
+      const second = create(null, 'https://two.example.com/hook');
+      await eventually(() => expect(started).toHaveLength(2));
+      const third = create(uniqueNetwork(), 'https://three.example.com/hook');
+      // The third waits for a slot: both are taken.
+      await eventually(() => expect(slow.app.webhookLookups.counts()).toMatchObject({ running: 2, waiting: 1 }));
+      expect(started).toEqual(['one.example.com', 'two.example.com']);
+      answers.get('one.example.com')!();
+      await eventually(() => expect(started).toContain('three.example.com'));
+      answers.get('two.example.com')!();
+      answers.get('three.example.com')!();
+      expect((await Promise.all([first, second, third])).map((r) => r.statusCode)).toEqual([201, 201, 201]);
     } finally {
       await slow.close();
     }
