@@ -250,21 +250,21 @@ export async function backlogStats(db: Executor): Promise<BacklogStats> {
   const [row] = await rowsOf<{ pending: number; held: number; undispatched: number; age: number | null }>(
     db,
     sql`
-      WITH pending AS (
+      SELECT
+        count(*) FILTER (WHERE NOT p.held)::int AS pending,
+        count(*) FILTER (WHERE p.held)::int AS held,
+        (SELECT count(*) FROM events WHERE dispatched_at IS NULL)::int AS undispatched,
+        extract(epoch FROM now() - LEAST(
+          (SELECT min(created_at) FROM events WHERE dispatched_at IS NULL),
+          min(p.created_at) FILTER (WHERE NOT p.held)
+        ))::float8 AS age
+      FROM (
         SELECT s.status <> 'ENABLED' AND e.type <> 'webhook.test' AS held, e.created_at
         FROM webhook_deliveries d
         JOIN webhook_subscriptions s ON s.id = d.subscription_id
         JOIN events e ON e.id = d.event_id
         WHERE d.state = 'PENDING'
-      )
-      SELECT
-        (SELECT count(*) FROM pending WHERE NOT held)::int AS pending,
-        (SELECT count(*) FROM pending WHERE held)::int AS held,
-        (SELECT count(*) FROM events WHERE dispatched_at IS NULL)::int AS undispatched,
-        extract(epoch FROM now() - LEAST(
-          (SELECT min(created_at) FROM events WHERE dispatched_at IS NULL),
-          (SELECT min(created_at) FROM pending WHERE NOT held)
-        ))::float8 AS age`,
+      ) p`,
   );
   return {
     pendingDeliveries: row?.pending ?? 0,

@@ -54,7 +54,7 @@ function notFound(id: string): NotFoundError {
 }
 
 async function requireAllowedTarget(url: string, policy: TargetPolicy, scope: NetworkScope): Promise<void> {
-  const verdict = await checkTargetUrl(url, { allowPrivateTargets: policy.allowPrivateTargets, resolve: policy.lookups.forNetwork(scope.network, policy.lookupTimeoutMs) });
+  const verdict = await checkTargetUrl(url, { allowPrivateTargets: policy.allowPrivateTargets, resolve: policy.lookups.forCheck(scope.network, policy.lookupTimeoutMs) });
   if (!verdict.ok) {
     const message = `url is not an allowed target: ${verdict.reason}`;
     throw new BadRequestError(message, [{ code: 'custom', message, path: ['url'] }]);

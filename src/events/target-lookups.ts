@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { ResolveHost, ResolvedAddress } from './target-rules.js';
 
 // The host name lookups of one replica: those of the API's subscription checks and those of the
@@ -6,25 +7,26 @@ import type { ResolveHost, ResolvedAddress } from './target-rules.js';
 // servers take to answer, or the system resolver's own limit (often 10-20 s) when they never do.
 // So lookups take turns for LOOKUP_SLOTS threads, one network at most LOOKUP_SLOTS_PER_NETWORK of
 // them, the networks served in turn: a network whose names never answer holds its own slot and
-// leaves the other to the rest, and the pool keeps threads for the hashes whatever names are
-// looked up. Lookups of one name at once share one, whichever networks asked for it.
+// leaves the other to the rest, and lookups never hold more than LOOKUP_SLOTS threads of the pool.
 export const LOOKUP_SLOTS = 2;
 export const LOOKUP_SLOTS_PER_NETWORK = 1;
+// A delivery's connection takes an answer its network had for the name this recently, so that a
+// burst of new connections, or receivers on many names, does not queue a lookup for each. The
+// rules are applied to a kept answer each time it is used, and the connection checks its peer
+// again.
+export const DELIVERY_ANSWER_KEPT_MS = 10_000;
+const ANSWERS_KEPT = 1_000;
 
 export class LookupTimedOut extends Error {}
 
-// Slots taken by key, at most `perKey` a key, the keys served in turn: a free slot goes to the
-// waiting key that started a task least recently (one that has started none first, in the order
-// they came). Tasks of one key start in the order they came.
+// Slots taken by key, at most `perKey` a key, the keys served in turn: a key that starts a task
+// goes behind every key that waits, and a key that comes back joins the end. Tasks of one key
+// start in the order they came, those scheduled `first` ahead of the others.
 export class FairSlots {
   private running = 0;
   private readonly runningByKey = new Map<string, number>();
-  // The keys with tasks waiting, in the order they came.
+  // The keys with tasks waiting, in the order they are to be served.
   private readonly waiting = new Map<string, Array<() => void>>();
-  // When each key with a task running or waiting last started one (a count of starts), so that
-  // turns go round; forgotten once the key has neither.
-  private readonly lastStart = new Map<string, number>();
-  private starts = 0;
 
   constructor(
     readonly slots: number,
@@ -33,19 +35,17 @@ export class FairSlots {
 
   // `task` once a slot is free for `key`. `withdraw` takes a task that has not started out of the
   // queue (true), so it never starts; one that has started runs on (false).
-  schedule<T>(key: string, task: () => Promise<T>): { result: Promise<T>; withdraw(): boolean } {
+  schedule<T>(key: string, task: () => Promise<T>, options: { first?: boolean } = {}): { result: Promise<T>; withdraw(): boolean } {
     let start!: () => void;
     const result = new Promise<T>((resolve, reject) => {
       start = () => {
         this.running++;
         this.runningByKey.set(key, (this.runningByKey.get(key) ?? 0) + 1);
-        this.lastStart.set(key, ++this.starts);
         const done = () => {
           this.running--;
           const left = this.runningByKey.get(key)! - 1;
           if (left === 0) this.runningByKey.delete(key);
           else this.runningByKey.set(key, left);
-          this.forgetIfIdle(key);
           this.pump();
         };
         let running: Promise<T>;
@@ -58,8 +58,9 @@ export class FairSlots {
       };
     });
     const queue = this.waiting.get(key);
-    if (queue) queue.push(start);
-    else this.waiting.set(key, [start]);
+    if (!queue) this.waiting.set(key, [start]);
+    else if (options.first) queue.unshift(start);
+    else queue.push(start);
     this.pump();
     return {
       result,
@@ -69,7 +70,6 @@ export class FairSlots {
         if (!tasks || at < 0) return false;
         tasks.splice(at, 1);
         if (tasks.length === 0) this.waiting.delete(key);
-        this.forgetIfIdle(key);
         return true;
       },
     };
@@ -82,76 +82,87 @@ export class FairSlots {
     return { running: this.running, waiting, runningByKey: this.runningByKey };
   }
 
-  private forgetIfIdle(key: string): void {
-    if (!this.runningByKey.has(key) && !this.waiting.has(key)) this.lastStart.delete(key);
-  }
-
   private pump(): void {
     while (this.running < this.slots) {
       let next: string | undefined;
-      let nextStarted = Infinity;
       for (const key of this.waiting.keys()) {
-        const started = this.lastStart.get(key) ?? 0;
-        if (started < nextStarted && (this.runningByKey.get(key) ?? 0) < this.perKey) {
+        if ((this.runningByKey.get(key) ?? 0) < this.perKey) {
           next = key;
-          nextStarted = started;
+          break;
         }
       }
       if (next === undefined) return;
       const tasks = this.waiting.get(next)!;
       const start = tasks.shift()!;
-      if (tasks.length === 0) this.waiting.delete(next);
+      // Behind every key that waits.
+      this.waiting.delete(next);
+      if (tasks.length > 0) this.waiting.set(next, tasks);
       start();
     }
   }
 }
 
 export interface TargetLookups {
-  // A resolver for the lookups made for `network` (null: subscriptions without a network, which
-  // count as one network), each of which waits at most `timeoutMs` for its answer and then fails
-  // with LookupTimedOut; a lookup all of whose callers gave up before its turn is not started.
-  forNetwork(network: string | null, timeoutMs: number): ResolveHost;
+  // The resolver of a subscription check made for `network` (null: subscriptions without a
+  // network, which count as one network): a fresh answer, ahead of the network's deliveries'
+  // lookups. It waits at most `timeoutMs`, its turn included, then fails with LookupTimedOut.
+  forCheck(network: string | null, timeoutMs: number): ResolveHost;
+  // The resolver of a delivery's connections for `network`: an answer the network had for the name
+  // within DELIVERY_ANSWER_KEPT_MS, or a lookup in its turn, waiting at most `timeoutMs`.
+  forDeliveries(network: string | null, timeoutMs: number): ResolveHost;
   counts(): ReturnType<FairSlots['counts']>;
 }
 
-const NO_NETWORK_KEY = '\u0000none';
+// The key of a network's turns and answers; subscriptions without a network are one more network.
+export const networkKey = (network: string | null): string => network ?? '\u0000none';
 
 export function targetLookups(resolve: ResolveHost, options: { slots?: number; perNetwork?: number } = {}): TargetLookups {
   const slots = new FairSlots(options.slots ?? LOOKUP_SLOTS, options.perNetwork ?? LOOKUP_SLOTS_PER_NETWORK);
-  // The lookup of each name under way or waiting for its turn, and how many callers still wait for it.
+  // The lookup of each name under way or waiting for its turn, by network and name (a network
+  // never waits in another's queue), and how many callers still wait for it.
   const shared = new Map<string, { result: Promise<ResolvedAddress[]>; waiting: { n: number }; withdraw(): boolean }>();
+  const answers = new LRUCache<string, ResolvedAddress[]>({ max: ANSWERS_KEPT, ttl: DELIVERY_ANSWER_KEPT_MS });
 
-  function share(key: string, hostname: string) {
-    const waiting = { n: 1 };
-    const scheduled = slots.schedule(key, () => resolve(hostname));
-    const entry = { ...scheduled, waiting };
-    const forget = () => {
-      if (shared.get(hostname) === entry) shared.delete(hostname);
-    };
-    scheduled.result.then(forget, forget);
-    shared.set(hostname, entry);
-    return entry;
+  function lookUp(key: string, hostname: string, timeoutMs: number, first: boolean): Promise<ResolvedAddress[]> {
+    const id = `${key}\u0000${hostname}`;
+    let entry = shared.get(id);
+    if (entry) {
+      entry.waiting.n++;
+    } else {
+      const scheduled = slots.schedule(key, () => resolve(hostname), { first });
+      const made = { ...scheduled, waiting: { n: 1 } };
+      const forget = () => {
+        if (shared.get(id) === made) shared.delete(id);
+      };
+      scheduled.result.then(forget, forget);
+      shared.set(id, made);
+      entry = made;
+    }
+    const joined = entry;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        joined.waiting.n--;
+        // Nobody waits for it any more: it gives its turn up (a started one runs on).
+        if (joined.waiting.n === 0 && joined.withdraw() && shared.get(id) === joined) shared.delete(id);
+        reject(new LookupTimedOut());
+      }, timeoutMs);
+      timer.unref();
+    });
+    return Promise.race([joined.result, timedOut]).finally(() => clearTimeout(timer));
   }
 
   return {
-    forNetwork(network, timeoutMs) {
-      const key = network ?? NO_NETWORK_KEY;
-      return (hostname) => {
-        const joined = shared.get(hostname);
-        if (joined) joined.waiting.n++;
-        const entry = joined ?? share(key, hostname);
-        let timer: NodeJS.Timeout | undefined;
-        const timedOut = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => {
-            entry.waiting.n--;
-            // Nobody waits for it any more: it gives its turn up (a started one runs on).
-            if (entry.waiting.n === 0 && entry.withdraw()) {
-              if (shared.get(hostname) === entry) shared.delete(hostname);
-            }
-            reject(new LookupTimedOut());
-          }, timeoutMs);
-        });
-        return Promise.race([entry.result, timedOut]).finally(() => clearTimeout(timer));
+    forCheck: (network, timeoutMs) => (hostname) => lookUp(networkKey(network), hostname, timeoutMs, true),
+    forDeliveries(network, timeoutMs) {
+      const key = networkKey(network);
+      return async (hostname) => {
+        const id = `${key}\u0000${hostname}`;
+        const kept = answers.get(id);
+        if (kept) return kept;
+        const answer = await lookUp(key, hostname, timeoutMs, false);
+        answers.set(id, answer);
+        return answer;
       };
     },
     counts: () => slots.counts(),

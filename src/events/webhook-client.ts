@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { Agent, type Dispatcher } from 'undici';
 import { guardedConnector, TargetRefusedError, TargetUnresolvedError } from './guarded-connector.js';
 import { checkTargetUrlForm, type TargetUrlVerdict } from './target-addresses.js';
-import { targetLookups, type TargetLookups } from './target-lookups.js';
+import { networkKey, targetLookups, type TargetLookups } from './target-lookups.js';
 import { resolveWithSystem, type ResolveHost } from './target-rules.js';
 
 // The HTTP client that delivers webhooks (docs/events.md, "Targets" and "Delivery and retries"): one POST an
@@ -14,6 +14,9 @@ import { resolveWithSystem, type ResolveHost } from './target-rules.js';
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_ANSWER_BYTES = 64 * 1024;
 const MAX_KEPT_FORMS = 1_000;
+const MAX_AGENTS = 256;
+const AGENT_IDLE_MS = 60_000;
+const LOOKUP_MARGIN_MS = 500;
 
 // `network`: the subscription's (null: one without a network), whose turn its connection's lookup
 // takes (target-lookups.ts).
@@ -42,9 +45,10 @@ class AttemptTimeout extends Error {}
 class AnswerCapped extends Error {}
 
 function describe(error: unknown, timeoutMs: number, timedOut: boolean): string {
-  if (timedOut) return `no complete answer within ${timeoutMs} ms`;
+  // A connection whose lookup waited out the attempt's time says so, not only that time ran out.
   if (error instanceof TargetRefusedError) return `refused: ${error.message}`;
   if (error instanceof TargetUnresolvedError) return error.message;
+  if (timedOut) return `no complete answer within ${timeoutMs} ms`;
   const { code, message } = error as NodeJS.ErrnoException;
   switch (code) {
     case 'ECONNREFUSED':
@@ -65,19 +69,35 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
   const lookups = options.lookups ?? targetLookups(options.resolve ?? resolveWithSystem);
+  // A connection's lookup gives up a little before the attempt's and the connection's own time
+  // limits, so that an attempt whose lookup waited it out says so rather than only that time ran out.
+  const lookupWaitMs = Math.max(1, timeoutMs - LOOKUP_MARGIN_MS);
   // One agent a network, whose connections' lookups take that network's turns: a lookup hook sees
   // only the host name, and a name may be any network's. A connection is kept by the network
-  // that made it.
-  const agents = new Map<string | null, Agent>();
+  // that made it. The agents of the networks that delivered least recently are closed beyond
+  // MAX_AGENTS (their attempts in flight finish first), and any agent unused for AGENT_IDLE_MS.
+  const closing = new Set<Promise<void>>();
+  const agents = new LRUCache<string, Agent>({
+    max: MAX_AGENTS,
+    ttl: AGENT_IDLE_MS,
+    ttlAutopurge: true,
+    updateAgeOnGet: true,
+    dispose: (agent) => {
+      const closed = agent.close().catch(() => undefined);
+      closing.add(closed);
+      void closed.finally(() => closing.delete(closed));
+    },
+  });
   const agentOf = (network: string | null): Agent => {
-    let agent = agents.get(network);
+    const key = networkKey(network);
+    let agent = agents.get(key);
     if (!agent) {
       agent = new Agent({
-        connect: guardedConnector({ allowPrivateTargets: options.allowPrivateTargets, timeoutMs, resolve: lookups.forNetwork(network, timeoutMs) }),
+        connect: guardedConnector({ allowPrivateTargets: options.allowPrivateTargets, timeoutMs, resolve: lookups.forDeliveries(network, lookupWaitMs) }),
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
       });
-      agents.set(network, agent);
+      agents.set(key, agent);
     }
     return agent;
   };
@@ -160,7 +180,8 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   return {
     send,
     close: async () => {
-      await Promise.all([...agents.values()].map((agent) => agent.close()));
+      agents.clear();
+      await Promise.all(closing);
     },
   };
 }

@@ -19,12 +19,16 @@ function heldSlots(slots: number, perKey: number) {
   const running: Held[] = [];
   const startedOrder: Array<{ key: string; n: number }> = [];
   let made = 0;
-  const schedule = (key: string) => {
+  const schedule = (key: string, options: { first?: boolean } = {}) => {
     const n = made++;
-    const scheduled = fair.schedule(key, () => {
-      startedOrder.push({ key, n });
-      return new Promise<void>((resolve) => running.push({ key, n, finish: resolve }));
-    });
+    const scheduled = fair.schedule(
+      key,
+      () => {
+        startedOrder.push({ key, n });
+        return new Promise<void>((resolve) => running.push({ key, n, finish: resolve }));
+      },
+      options,
+    );
     void scheduled.result.catch(() => undefined);
     return { n, ...scheduled };
   };
@@ -46,7 +50,40 @@ describe('FairSlots', () => {
       }
     };
     await order();
-    expect(startedOrder.map((s) => s.key)).toEqual(['busy', 'quiet', 'third', 'busy', 'quiet', 'busy', 'busy']);
+    // The first busy started at once and its second came before the others: then each in turn.
+    expect(startedOrder.map((s) => s.key)).toEqual(['busy', 'busy', 'quiet', 'third', 'busy', 'quiet', 'busy']);
+  });
+
+  it('a key that comes back as soon as its task ends joins the end of the turns', async () => {
+    const { running, startedOrder, schedule } = heldSlots(1, 1);
+    schedule('again');
+    for (let i = 0; i < 5; i++) {
+      schedule('b');
+      schedule('c');
+    }
+    await turn();
+    for (let i = 0; i < 9; i++) {
+      const ended = running.shift()!;
+      ended.finish();
+      // The key asks again the moment its task ends, before the next one starts.
+      if (ended.key === 'again') schedule('again');
+      await turn();
+    }
+    expect(startedOrder.map((s) => s.key[0]).join('')).toBe('abcabcabca');
+  });
+
+  it('puts a task scheduled first ahead of its key\'s others, not ahead of other keys', async () => {
+    const { running, startedOrder, schedule } = heldSlots(1, 1);
+    schedule('a');
+    schedule('a');
+    schedule('b');
+    schedule('a', { first: true });
+    await turn();
+    while (running.length > 0) {
+      running.shift()!.finish();
+      await turn();
+    }
+    expect(startedOrder.map((s) => `${s.key}${s.n}`)).toEqual(['a0', 'a3', 'b2', 'a1']);
   });
 
   it('runs no more than its slots, nor a key more than its share, and never leaves a slot idle that a waiting key may take', async () => {
@@ -115,29 +152,62 @@ describe('FairSlots', () => {
 describe('targetLookups', () => {
   const address: ResolvedAddress[] = [{ address: '93.184.215.14', family: 4 }];
 
-  it('lookups of one name at once share one, whichever networks asked; a lookup past its time limit fails with LookupTimedOut and one nobody waits for any more gives its turn up', async () => {
+  // A resolver whose answers the test gives, and the names it was asked for.
+  function heldResolver() {
     const started: string[] = [];
     const answers: Array<() => void> = [];
-    const lookups = targetLookups(
-      (hostname) => {
-        started.push(hostname);
-        return new Promise((resolve) => answers.push(() => resolve(address)));
-      },
-      { slots: 1, perNetwork: 1 },
-    );
-    const one = lookups.forNetwork('net_a', 5_000)('same.example.com');
-    const two = lookups.forNetwork('net_b', 5_000)('same.example.com');
-    // Waits behind same.example.com for the one slot, and gives up first.
-    const late = lookups.forNetwork('net_c', 50)('late.example.com');
-    await expect(late).rejects.toBeInstanceOf(LookupTimedOut);
+    const resolve = (hostname: string) => {
+      started.push(hostname);
+      return new Promise<ResolvedAddress[]>((done) => answers.push(() => done(address)));
+    };
+    return { started, answers, resolve };
+  }
+
+  it('lookups of one name at once share one within a network; another network looks it up in its own turn, never in the first one\'s queue', async () => {
+    const { started, answers, resolve } = heldResolver();
+    const lookups = targetLookups(resolve, { slots: 2, perNetwork: 1 });
+    const one = lookups.forCheck('net_a', 5_000)('same.example.com');
+    const two = lookups.forCheck('net_a', 5_000)('same.example.com');
+    // net_a's slot is held and its next name waits; net_b's lookup of the same name goes at once.
+    const queued = lookups.forCheck('net_a', 5_000)('other.example.com');
+    const theirs = lookups.forCheck('net_b', 5_000)('same.example.com');
+    await turn();
+    expect(started).toEqual(['same.example.com', 'same.example.com']);
+    answers.splice(0).forEach((answer) => answer());
+    await expect(Promise.all([one, two, theirs])).resolves.toEqual([address, address, address]);
+    await turn();
+    answers.splice(0).forEach((answer) => answer());
+    await expect(queued).resolves.toEqual(address);
+    expect(started).toEqual(['same.example.com', 'same.example.com', 'other.example.com']);
+  });
+
+  it('a lookup past its time limit fails with LookupTimedOut, and one nobody waits for any more gives its turn up', async () => {
+    const { started, answers, resolve } = heldResolver();
+    const lookups = targetLookups(resolve, { slots: 1, perNetwork: 1 });
+    const first = lookups.forCheck('net_a', 5_000)('first.example.com');
+    // Waits behind first.example.com for the one slot, and gives up before its turn.
+    await expect(lookups.forCheck('net_b', 50)('late.example.com')).rejects.toBeInstanceOf(LookupTimedOut);
     expect(lookups.counts()).toMatchObject({ running: 1, waiting: 0 });
     answers.shift()!();
-    await expect(Promise.all([one, two])).resolves.toEqual([address, address]);
-    expect(started).toEqual(['same.example.com']);
-    const next = lookups.forNetwork(null, 5_000)('next.example.com');
+    await expect(first).resolves.toEqual(address);
+    expect(started).toEqual(['first.example.com']);
+  });
+
+  it('a delivery takes the answer its network had for the name within the last seconds; a check always looks up afresh', async () => {
+    const { started, answers, resolve } = heldResolver();
+    const lookups = targetLookups(resolve);
+    const first = lookups.forDeliveries('net_a', 5_000)('kept.example.com');
     await turn();
     answers.shift()!();
-    await expect(next).resolves.toEqual(address);
-    expect(started).toEqual(['same.example.com', 'next.example.com']);
+    await expect(first).resolves.toEqual(address);
+    await expect(lookups.forDeliveries('net_a', 5_000)('kept.example.com')).resolves.toEqual(address);
+    expect(started).toEqual(['kept.example.com']);
+    // Another network's answers are its own, and a check does not read them.
+    const theirs = lookups.forDeliveries('net_b', 5_000)('kept.example.com');
+    const check = lookups.forCheck('net_a', 5_000)('kept.example.com');
+    await turn();
+    answers.splice(0).forEach((answer) => answer());
+    await expect(Promise.all([theirs, check])).resolves.toEqual([address, address]);
+    expect(started).toEqual(['kept.example.com', 'kept.example.com', 'kept.example.com']);
   });
 });

@@ -222,6 +222,12 @@ describe('webhook client: targets', () => {
     expect(await webhooks.send({ url: 'https://flaky.test/in', ...EVENT })).toMatchObject({ ok: false, error: 'the host name flaky.test could not be resolved (EAI_AGAIN)' });
   });
 
+  it('an attempt whose lookup never answers fails as a lookup that ran out of time', async () => {
+    const silent: ResolveHost = () => new Promise(() => undefined);
+    const webhooks = client({ allowPrivateTargets: true, resolve: silent, timeoutMs: 800 });
+    expect(await webhooks.send({ url: 'https://silent.test/in', ...EVENT })).toMatchObject({ ok: false, error: 'the host name silent.test could not be resolved in time' });
+  });
+
   it('refuses a name resolving to 127.0.0.1 or a private address without the allowance, and delivers to 127.0.0.2 with it', async () => {
     const target = await receiver({}, '127.0.0.2');
     const resolve = resolverOf({ 'hooks.test': '127.0.0.1', 'intranet.test': '10.1.2.3', 'second.test': '127.0.0.2' });
