@@ -15,18 +15,20 @@ export const LOOKUP_SLOTS_PER_NETWORK = 1;
 // rules are applied to a kept answer each time it is used, and the connection checks its peer
 // again.
 export const DELIVERY_ANSWER_KEPT_MS = 10_000;
-const ANSWERS_KEPT = 1_000;
+// A network's answers kept: its subscriptions' names (at most 16 subscriptions a network) with room.
+const ANSWERS_KEPT_PER_NETWORK = 32;
 
 export class LookupTimedOut extends Error {}
 
 // Slots taken by key, at most `perKey` a key, the keys served in turn: a key that starts a task
-// goes behind every key that waits, and a key that comes back joins the end. Tasks of one key
-// start in the order they came, those scheduled `first` ahead of the others.
+// goes behind every key that waits, and a key that comes back joins the end. A key's tasks
+// scheduled `first` start ahead of its others; each kind in the order it came.
 export class FairSlots {
   private running = 0;
   private readonly runningByKey = new Map<string, number>();
-  // The keys with tasks waiting, in the order they are to be served.
-  private readonly waiting = new Map<string, Array<() => void>>();
+  // The keys with tasks waiting, in the order they are to be served, and their tasks: those
+  // scheduled `first`, then the others.
+  private readonly waiting = new Map<string, { first: Array<() => void>; rest: Array<() => void> }>();
 
   constructor(
     readonly slots: number,
@@ -57,19 +59,22 @@ export class FairSlots {
         running.then(resolve, reject).finally(done);
       };
     });
-    const queue = this.waiting.get(key);
-    if (!queue) this.waiting.set(key, [start]);
-    else if (options.first) queue.unshift(start);
-    else queue.push(start);
+    let queue = this.waiting.get(key);
+    if (!queue) {
+      queue = { first: [], rest: [] };
+      this.waiting.set(key, queue);
+    }
+    (options.first ? queue.first : queue.rest).push(start);
     this.pump();
     return {
       result,
       withdraw: () => {
         const tasks = this.waiting.get(key);
-        const at = tasks?.indexOf(start) ?? -1;
-        if (!tasks || at < 0) return false;
-        tasks.splice(at, 1);
-        if (tasks.length === 0) this.waiting.delete(key);
+        const list = options.first ? tasks?.first : tasks?.rest;
+        const at = list?.indexOf(start) ?? -1;
+        if (!tasks || !list || at < 0) return false;
+        list.splice(at, 1);
+        if (tasks.first.length + tasks.rest.length === 0) this.waiting.delete(key);
         return true;
       },
     };
@@ -78,7 +83,7 @@ export class FairSlots {
   // How many run and wait now, for tests and figures.
   counts(): { running: number; waiting: number; runningByKey: ReadonlyMap<string, number> } {
     let waiting = 0;
-    for (const tasks of this.waiting.values()) waiting += tasks.length;
+    for (const tasks of this.waiting.values()) waiting += tasks.first.length + tasks.rest.length;
     return { running: this.running, waiting, runningByKey: this.runningByKey };
   }
 
@@ -93,10 +98,10 @@ export class FairSlots {
       }
       if (next === undefined) return;
       const tasks = this.waiting.get(next)!;
-      const start = tasks.shift()!;
+      const start = (tasks.first.length > 0 ? tasks.first : tasks.rest).shift()!;
       // Behind every key that waits.
       this.waiting.delete(next);
-      if (tasks.length > 0) this.waiting.set(next, tasks);
+      if (tasks.first.length + tasks.rest.length > 0) this.waiting.set(next, tasks);
       start();
     }
   }
@@ -104,11 +109,13 @@ export class FairSlots {
 
 export interface TargetLookups {
   // The resolver of a subscription check made for `network` (null: subscriptions without a
-  // network, which count as one network): a fresh answer, ahead of the network's deliveries'
+  // network, which count as one network): no kept answer, and ahead of the network's deliveries'
   // lookups. It waits at most `timeoutMs`, its turn included, then fails with LookupTimedOut.
   forCheck(network: string | null, timeoutMs: number): ResolveHost;
-  // The resolver of a delivery's connections for `network`: an answer the network had for the name
-  // within DELIVERY_ANSWER_KEPT_MS, or a lookup in its turn, waiting at most `timeoutMs`.
+  // A resolver for the connections of `network`'s deliveries, which keeps its answers of the last
+  // DELIVERY_ANSWER_KEPT_MS (at most ANSWERS_KEPT_PER_NETWORK, its own: another network's names
+  // never push them out) and otherwise looks up in its turn, waiting at most `timeoutMs`. Made
+  // once per network's connections (webhook-client.ts), so the answers go with them.
   forDeliveries(network: string | null, timeoutMs: number): ResolveHost;
   counts(): ReturnType<FairSlots['counts']>;
 }
@@ -118,13 +125,13 @@ export const networkKey = (network: string | null): string => network ?? '\u0000
 
 export function targetLookups(resolve: ResolveHost, options: { slots?: number; perNetwork?: number } = {}): TargetLookups {
   const slots = new FairSlots(options.slots ?? LOOKUP_SLOTS, options.perNetwork ?? LOOKUP_SLOTS_PER_NETWORK);
-  // The lookup of each name under way or waiting for its turn, by network and name (a network
-  // never waits in another's queue), and how many callers still wait for it.
+  // The lookup of each name under way or waiting for its turn, by kind, network and name (a
+  // network never waits in another's queue, nor a check in its deliveries' place), and how many
+  // callers still wait for it.
   const shared = new Map<string, { result: Promise<ResolvedAddress[]>; waiting: { n: number }; withdraw(): boolean }>();
-  const answers = new LRUCache<string, ResolvedAddress[]>({ max: ANSWERS_KEPT, ttl: DELIVERY_ANSWER_KEPT_MS });
 
   function lookUp(key: string, hostname: string, timeoutMs: number, first: boolean): Promise<ResolvedAddress[]> {
-    const id = `${key}\u0000${hostname}`;
+    const id = `${first ? 'check' : 'delivery'}\u0000${key}\u0000${hostname}`;
     let entry = shared.get(id);
     if (entry) {
       entry.waiting.n++;
@@ -156,12 +163,12 @@ export function targetLookups(resolve: ResolveHost, options: { slots?: number; p
     forCheck: (network, timeoutMs) => (hostname) => lookUp(networkKey(network), hostname, timeoutMs, true),
     forDeliveries(network, timeoutMs) {
       const key = networkKey(network);
+      const answers = new LRUCache<string, ResolvedAddress[]>({ max: ANSWERS_KEPT_PER_NETWORK, ttl: DELIVERY_ANSWER_KEPT_MS });
       return async (hostname) => {
-        const id = `${key}\u0000${hostname}`;
-        const kept = answers.get(id);
+        const kept = answers.get(hostname);
         if (kept) return kept;
         const answer = await lookUp(key, hostname, timeoutMs, false);
-        answers.set(id, answer);
+        answers.set(hostname, answer);
         return answer;
       };
     },

@@ -38,6 +38,9 @@ export type WebhookClientOptions = {
   // (the system's resolver by default; tests pass their own).
   lookups?: TargetLookups;
   resolve?: ResolveHost;
+  // The networks whose connections are kept, and for how long unused (tests shorten them).
+  maxAgents?: number;
+  agentIdleMs?: number;
 };
 
 class AttemptTimeout extends Error {}
@@ -78,8 +81,8 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   // MAX_AGENTS (their attempts in flight finish first), and any agent unused for AGENT_IDLE_MS.
   const closing = new Set<Promise<void>>();
   const agents = new LRUCache<string, Agent>({
-    max: MAX_AGENTS,
-    ttl: AGENT_IDLE_MS,
+    max: options.maxAgents ?? MAX_AGENTS,
+    ttl: options.agentIdleMs ?? AGENT_IDLE_MS,
     ttlAutopurge: true,
     updateAgeOnGet: true,
     dispose: (agent) => {

@@ -193,14 +193,49 @@ describe('targetLookups', () => {
     expect(started).toEqual(['first.example.com']);
   });
 
-  it('a delivery takes the answer its network had for the name within the last seconds; a check always looks up afresh', async () => {
+  it('a network\'s checks go ahead of its deliveries\' lookups, in the order they came, and never join a delivery\'s lookup waiting for its turn', async () => {
+    const { started, answers, resolve } = heldResolver();
+    const lookups = targetLookups(resolve, { slots: 1, perNetwork: 1 });
+    const asked = [
+      lookups.forDeliveries('net_a', 5_000)('d0.example.com'),
+      lookups.forDeliveries('net_a', 5_000)('d1.example.com'),
+      lookups.forDeliveries('net_a', 5_000)('same.example.com'),
+      lookups.forCheck('net_a', 5_000)('c1.example.com'),
+      lookups.forCheck('net_a', 5_000)('c2.example.com'),
+      lookups.forCheck('net_a', 5_000)('same.example.com'),
+    ];
+    for (let i = 0; i < asked.length; i++) {
+      await turn();
+      answers.shift()!();
+    }
+    await expect(Promise.all(asked)).resolves.toHaveLength(asked.length);
+    expect(started).toEqual(['d0.example.com', 'c1.example.com', 'c2.example.com', 'same.example.com', 'd1.example.com', 'same.example.com']);
+  });
+
+  it('one network\'s many names never push another network\'s kept answers out', async () => {
+    let asked = 0;
+    const lookups = targetLookups(async () => {
+      asked++;
+      return address;
+    });
+    const quiet = lookups.forDeliveries('net_quiet', 5_000);
+    await quiet('receiver.example.com');
+    const busy = lookups.forDeliveries('net_busy', 5_000);
+    for (let i = 0; i < 2_000; i++) await busy(`r${i}.example.com`);
+    const before = asked;
+    await quiet('receiver.example.com');
+    expect(asked).toBe(before);
+  });
+
+  it('a delivery takes the answer its network had for the name within the last seconds; a check takes no kept answer', async () => {
     const { started, answers, resolve } = heldResolver();
     const lookups = targetLookups(resolve);
-    const first = lookups.forDeliveries('net_a', 5_000)('kept.example.com');
+    const deliveries = lookups.forDeliveries('net_a', 5_000);
+    const first = deliveries('kept.example.com');
     await turn();
     answers.shift()!();
     await expect(first).resolves.toEqual(address);
-    await expect(lookups.forDeliveries('net_a', 5_000)('kept.example.com')).resolves.toEqual(address);
+    await expect(deliveries('kept.example.com')).resolves.toEqual(address);
     expect(started).toEqual(['kept.example.com']);
     // Another network's answers are its own, and a check does not read them.
     const theirs = lookups.forDeliveries('net_b', 5_000)('kept.example.com');

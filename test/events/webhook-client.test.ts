@@ -194,6 +194,36 @@ describe('webhook client: answers', () => {
     expect(written).toBeGreaterThanOrEqual(64 * 1024);
   });
 
+  it('keeps the connections of the networks that delivered most recently: a network pushed out, or unused for its time, has its connection closed once its attempt in flight is answered', async () => {
+    let answerSlow: (() => void) | undefined;
+    const target = await receiver({
+      '/slow': (_req, res) => {
+        answerSlow = () => res.writeHead(204).end();
+      },
+    });
+    const webhooks = client({ allowPrivateTargets: true, maxAgents: 2, agentIdleMs: 300 });
+    const send = (network: string, path = '/in') => webhooks.send({ ...EVENT, network, url: `${target.url}${path}` });
+    // net_a's attempt is in flight when two other networks push its connections out.
+    const slow = send('net_a', '/slow');
+    await vi.waitFor(() => expect(answerSlow).toBeDefined());
+    expect(await send('net_b')).toMatchObject({ ok: true });
+    expect(await send('net_c')).toMatchObject({ ok: true });
+    expect(target.sockets).toHaveLength(3);
+    answerSlow!();
+    expect(await slow).toMatchObject({ ok: true, status: 204 });
+    // Its next delivery, once an answered connection would be back in its pool and well within the
+    // 4 s a kept connection idles, opens a connection anew, and the old one is closed.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await send('net_a')).toMatchObject({ ok: true });
+    expect(target.sockets).toHaveLength(4);
+    await closed(target.sockets[0]!);
+    // net_c's connections, unused past their time, were closed: it connects anew too.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(await send('net_c')).toMatchObject({ ok: true });
+    expect(target.sockets).toHaveLength(5);
+    await closed(target.sockets[2]!);
+  });
+
   it('says when nothing listens', async () => {
     const target = await receiver({});
     const url = `${target.url}/in`;
