@@ -18,12 +18,18 @@ function heldSlots(slots: number, perKey: number) {
   const fair = new FairSlots(slots, perKey);
   const running: Held[] = [];
   const startedOrder: Array<{ key: string; n: number }> = [];
+  // When each task was scheduled and started, on one clock.
+  const scheduledAt = new Map<number, number>();
+  const startedAt = new Map<number, number>();
+  let clock = 0;
   let made = 0;
   const schedule = (key: string, options: { first?: boolean } = {}) => {
     const n = made++;
+    scheduledAt.set(n, clock++);
     const scheduled = fair.schedule(
       key,
       () => {
+        startedAt.set(n, clock++);
         startedOrder.push({ key, n });
         return new Promise<void>((resolve) => running.push({ key, n, finish: resolve }));
       },
@@ -32,7 +38,7 @@ function heldSlots(slots: number, perKey: number) {
     void scheduled.result.catch(() => undefined);
     return { n, ...scheduled };
   };
-  return { fair, running, startedOrder, schedule };
+  return { fair, running, startedOrder, scheduledAt, startedAt, schedule };
 }
 
 describe('FairSlots', () => {
@@ -86,24 +92,24 @@ describe('FairSlots', () => {
     expect(startedOrder.map((s) => `${s.key}${s.n}`)).toEqual(['a0', 'a3', 'b2', 'a1']);
   });
 
-  it('runs no more than its slots, nor a key more than its share, and never leaves a slot idle that a waiting key may take', async () => {
+  it('runs no more than its slots, nor a key more than its share, never leaves a slot idle that a waiting key may take, and starts a key\'s tasks in order, those scheduled first ahead', async () => {
     const keys = ['a', 'b', 'c', 'd'];
     const step = fc.oneof(
-      fc.record({ op: fc.constant('schedule' as const), key: fc.constantFrom(...keys) }),
+      fc.record({ op: fc.constant('schedule' as const), key: fc.constantFrom(...keys), first: fc.boolean() }),
       fc.record({ op: fc.constant('finish' as const), at: fc.nat() }),
       fc.record({ op: fc.constant('withdraw' as const), at: fc.nat() }),
     );
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.array(step, { maxLength: 60 }), async (slots, perKey, steps) => {
-        const { fair, running, startedOrder, schedule } = heldSlots(slots, perKey);
+        const { fair, running, startedOrder, scheduledAt, startedAt, schedule } = heldSlots(slots, perKey);
         const waiting: Array<ReturnType<typeof schedule> & { key: string }> = [];
         const withdrawn = new Set<number>();
-        const scheduledOrder: Array<{ key: string; n: number }> = [];
+        const scheduledOrder: Array<{ key: string; n: number; first: boolean }> = [];
         for (const s of steps) {
           if (s.op === 'schedule') {
-            const scheduled = schedule(s.key);
+            const scheduled = schedule(s.key, { first: s.first });
             waiting.push({ ...scheduled, key: s.key });
-            scheduledOrder.push({ key: s.key, n: scheduled.n });
+            scheduledOrder.push({ key: s.key, n: scheduled.n, first: s.first });
           } else if (s.op === 'finish' && running.length > 0) {
             running.splice(s.at % running.length, 1)[0]!.finish();
           } else if (s.op === 'withdraw' && waiting.length > 0) {
@@ -124,17 +130,29 @@ describe('FairSlots', () => {
             for (const x of notStarted) expect(running.filter((r) => r.key === x.key).length).toBe(perKey);
           }
         }
-        // Within a key, tasks start in the order they came.
-        for (const key of keys) {
-          const started = startedOrder.filter((x) => x.key === key).map((x) => x.n);
-          expect(started).toEqual([...started].sort((p, q) => p - q));
-        }
         // Once everything running ends, every task not withdrawn starts.
         while (running.length > 0) {
           running.shift()!.finish();
           await turn();
         }
         expect(startedOrder.length + withdrawn.size).toBe(scheduledOrder.length);
+        // Within a key and kind, tasks start in the order they came; a task scheduled first never
+        // starts after one of its key's others that was waiting when it came.
+        const firstOf = new Map(scheduledOrder.map((x) => [x.n, x.first]));
+        for (const key of keys) {
+          for (const kind of [true, false]) {
+            const started = startedOrder.filter((x) => x.key === key && firstOf.get(x.n) === kind).map((x) => x.n);
+            expect(started).toEqual([...started].sort((p, q) => p - q));
+          }
+        }
+        for (const f of scheduledOrder.filter((x) => x.first && startedAt.has(x.n))) {
+          for (const other of scheduledOrder.filter((x) => x.key === f.key && !x.first && startedAt.has(x.n))) {
+            // `other` was waiting when `f` came: `f` goes first.
+            if (scheduledAt.get(other.n)! < scheduledAt.get(f.n)! && startedAt.get(other.n)! > scheduledAt.get(f.n)!) {
+              expect(startedAt.get(f.n)!).toBeLessThan(startedAt.get(other.n)!);
+            }
+          }
+        }
       }),
       { numRuns: 200 },
     );

@@ -205,7 +205,7 @@ describe('webhook client: answers', () => {
     const send = (network: string, path = '/in') => webhooks.send({ ...EVENT, network, url: `${target.url}${path}` });
     // net_a's attempt is in flight when two other networks push its connections out.
     const slow = send('net_a', '/slow');
-    await vi.waitFor(() => expect(answerSlow).toBeDefined());
+    await vi.waitFor(() => expect(answerSlow).toBeDefined(), { timeout: 5_000 });
     expect(await send('net_b')).toMatchObject({ ok: true });
     expect(await send('net_c')).toMatchObject({ ok: true });
     expect(target.sockets).toHaveLength(3);
