@@ -10,6 +10,8 @@ import type { ResolveHost, ResolvedAddress } from './target-rules.js';
 // leaves the other to the rest, and lookups never hold more than LOOKUP_SLOTS threads of the pool.
 export const LOOKUP_SLOTS = 2;
 export const LOOKUP_SLOTS_PER_NETWORK = 1;
+// How long a request that names a target waits for its lookup, its turn included (then a 400).
+export const CHECK_LOOKUP_TIMEOUT_MS = 5_000;
 // A delivery's connection takes an answer its network had for the name this recently, so that a
 // burst of new connections, or receivers on many names, does not queue a lookup for each. The
 // rules are applied to a kept answer each time it is used, and the connection checks its peer
@@ -81,10 +83,10 @@ export class FairSlots {
   }
 
   // How many run and wait now, for tests and figures.
-  counts(): { running: number; waiting: number; runningByKey: ReadonlyMap<string, number> } {
+  counts(): { running: number; waiting: number } {
     let waiting = 0;
     for (const tasks of this.waiting.values()) waiting += tasks.first.length + tasks.rest.length;
-    return { running: this.running, waiting, runningByKey: this.runningByKey };
+    return { running: this.running, waiting };
   }
 
   private pump(): void {

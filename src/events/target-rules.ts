@@ -46,10 +46,6 @@ export async function resolveTarget(
   return { ok: true, addresses };
 }
 
-// How long a request that names a target waits for its lookup (then a 400): the API's share of
-// the lookups is target-lookups.ts's.
-export const CHECK_LOOKUP_TIMEOUT_MS = 5_000;
-
 // Whether a subscription may name `url`: its form (https, no credentials, length), then every
 // address its host resolves to. The same rules hold again at every connection of a delivery, so a
 // name that changes its answer later is caught there.

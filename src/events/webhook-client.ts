@@ -15,7 +15,6 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_ANSWER_BYTES = 64 * 1024;
 const MAX_KEPT_FORMS = 1_000;
 const MAX_AGENTS = 256;
-const AGENT_IDLE_MS = 60_000;
 const LOOKUP_MARGIN_MS = 500;
 
 // `network`: the subscription's (null: one without a network), whose turn its connection's lookup
@@ -38,9 +37,8 @@ export type WebhookClientOptions = {
   // (the system's resolver by default; tests pass their own).
   lookups?: TargetLookups;
   resolve?: ResolveHost;
-  // The networks whose connections are kept, and for how long unused (tests shorten them).
+  // The networks whose connections are kept (tests make it small).
   maxAgents?: number;
-  agentIdleMs?: number;
 };
 
 class AttemptTimeout extends Error {}
@@ -48,10 +46,9 @@ class AttemptTimeout extends Error {}
 class AnswerCapped extends Error {}
 
 function describe(error: unknown, timeoutMs: number, timedOut: boolean): string {
-  // A connection whose lookup waited out the attempt's time says so, not only that time ran out.
+  if (timedOut) return `no complete answer within ${timeoutMs} ms`;
   if (error instanceof TargetRefusedError) return `refused: ${error.message}`;
   if (error instanceof TargetUnresolvedError) return error.message;
-  if (timedOut) return `no complete answer within ${timeoutMs} ms`;
   const { code, message } = error as NodeJS.ErrnoException;
   switch (code) {
     case 'ECONNREFUSED':
@@ -78,13 +75,11 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   // One agent a network, whose connections' lookups take that network's turns: a lookup hook sees
   // only the host name, and a name may be any network's. A connection is kept by the network
   // that made it. The agents of the networks that delivered least recently are closed beyond
-  // MAX_AGENTS (their attempts in flight finish first), and any agent unused for AGENT_IDLE_MS.
+  // MAX_AGENTS (their attempts in flight finish first); an agent kept idle holds no connection
+  // once undici's keep-alive has closed them, so nothing is timed per attempt to close it sooner.
   const closing = new Set<Promise<void>>();
   const agents = new LRUCache<string, Agent>({
     max: options.maxAgents ?? MAX_AGENTS,
-    ttl: options.agentIdleMs ?? AGENT_IDLE_MS,
-    ttlAutopurge: true,
-    updateAgeOnGet: true,
     dispose: (agent) => {
       const closed = agent.close().catch(() => undefined);
       closing.add(closed);

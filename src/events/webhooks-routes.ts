@@ -6,8 +6,7 @@ import { requireScope } from '../auth/auth-plugin.js';
 import { describeErrorShapes } from '../http/errors/error-shapes.js';
 import { serveErrorFamily } from '../http/errors/error-families.js';
 import { API_ROUTES_NEED } from '../http/plugin-order.js';
-import type { TargetLookups } from './target-lookups.js';
-import { CHECK_LOOKUP_TIMEOUT_MS } from './target-rules.js';
+import { CHECK_LOOKUP_TIMEOUT_MS, type TargetLookups } from './target-lookups.js';
 import {
   MAX_SUBSCRIPTIONS_PER_NETWORK,
   SUBSCRIPTION_LIMIT_REACHED,
